@@ -1,0 +1,77 @@
+"""The one exception family of spark-launch, and the exit codes it maps to."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class ExitStatus(enum.IntEnum):
+    """Process exit codes; `cli.main` is the only place that maps errors to them."""
+
+    OK = 0
+    FAILURE = 1
+    BAD_SPEC = 2
+    NODES_DISAGREE = 3
+    UNREACHABLE = 4
+    INTERRUPTED = 130
+
+
+class SparkLaunchError(Exception):
+    """Base of every error a user may see: a message, a hint, an exit status."""
+
+    exit_status = ExitStatus.FAILURE
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def render(self) -> str:
+        """The text shown to the user."""
+        return self.message + (f"\n  hint: {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec, located by its key path (e.g. ("serve", "port"))."""
+
+    path: tuple[str | int, ...]
+    message: str
+    hint: str | None = None
+
+    @property
+    def dotted(self) -> str:
+        """The key path as a user writes it: nodes[1].address."""
+        out = ""
+        for part in self.path:
+            out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+        return out or "(top level)"
+
+
+class SpecError(SparkLaunchError):
+    """A spec that cannot be planned; carries every problem found, each located."""
+
+    exit_status = ExitStatus.BAD_SPEC
+
+    def __init__(self, filename: str, problems: Sequence[Problem], lines: dict[tuple[str | int, ...], int]) -> None:
+        self.filename = filename
+        self.problems = tuple(problems)
+        self.lines = lines
+        super().__init__(f"{filename}: {len(self.problems)} problem(s)")
+
+    def line_of(self, path: tuple[str | int, ...]) -> int:
+        """The line of the nearest key on `path` that the file really has."""
+        while path and path not in self.lines:
+            path = path[:-1]
+        return self.lines.get(path, 1)
+
+    def render(self) -> str:
+        """Every problem as `file:line: key.path: message`, with its hint."""
+        out = []
+        for p in sorted(self.problems, key=lambda p: self.line_of(p.path)):
+            out.append(f"{self.filename}:{self.line_of(p.path)}: {p.dotted}: {p.message}")
+            if p.hint:
+                out.append(f"    hint: {p.hint}")
+        return "\n".join(out)

@@ -1,0 +1,178 @@
+"""Typed validation of plain data into frozen dataclasses, and their JSON Schema.
+
+One small mechanism serves both the spec loader and `spark-launch schema`: the spec's
+dataclasses are the single source of truth. It reports every problem at once, each with
+its key path, and suggests the nearest known key for a misspelt one. (pydantic would do
+this too, but costs more start-up time than the whole `plan` command is allowed.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, Union
+
+from launcher.errors import Problem
+
+Path = tuple[str | int, ...]
+_INVALID: Any = object()
+ENV_MARK = "env value"
+# An environment value: YAML may write it as a number, the process sees a string.
+EnvValue = typing.Annotated[str, ENV_MARK]
+
+
+def doc(text: str, **kwargs: Any) -> Any:
+    """A dataclass field carrying its user-facing description."""
+    return dataclasses.field(metadata={"doc": text}, **kwargs)
+
+
+def suggest(word: str, choices: typing.Iterable[str]) -> str | None:
+    """A 'did you mean' hint for a misspelt key, or None."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"did you mean {close[0]!r}?" if close else None
+
+
+def build(cls: type[Any], data: Any, path: Path, problems: list[Problem]) -> Any:
+    """Turn `data` into an instance of dataclass `cls`, appending problems; may return INVALID."""
+    if not isinstance(data, Mapping):
+        problems.append(Problem(path, f"expected a mapping, got {_kind(data)}"))
+        return _INVALID
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in fields:
+            problems.append(Problem((*path, str(key)), f"unknown key {key!r}", suggest(str(key), fields)))
+            continue
+        values[key] = convert(hints[key], value, (*path, key), problems)
+    for name, f in fields.items():
+        if name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            problems.append(Problem((*path, name), "is required"))
+            values[name] = _INVALID
+    if any(v is _INVALID for v in values.values()):
+        return _INVALID
+    return cls(**values)
+
+
+def convert(tp: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
+    """Check and convert one value against a type hint."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _env_value(value, path, problems)
+    if dataclasses.is_dataclass(tp):
+        return build(typing.cast(type[Any], tp), value, path, problems)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return convert(inner, value, path, problems)
+    if origin is Literal:
+        if value in args:
+            return value
+        problems.append(Problem(path, f"must be one of {', '.join(map(str, args))}; got {value!r}"))
+        return _INVALID
+    if origin is tuple:
+        return _sequence(args[0], value, path, problems)
+    if origin in (dict, Mapping):
+        return _mapping(args[1], value, path, problems)
+    if tp is Any:
+        return value
+    return _scalar(tp, value, path, problems)
+
+
+def _scalar(tp: type, value: Any, path: Path, problems: list[Problem]) -> Any:
+    ok = isinstance(value, tp) and not (tp is int and isinstance(value, bool))
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if ok:
+        return value
+    problems.append(Problem(path, f"expected {_NAMES.get(tp, tp.__name__)}, got {_kind(value)}"))
+    return _INVALID
+
+
+def _sequence(item: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
+    if not isinstance(value, list):
+        problems.append(Problem(path, f"expected a list, got {_kind(value)}"))
+        return _INVALID
+    out = tuple(convert(item, v, (*path, i), problems) for i, v in enumerate(value))
+    return _INVALID if any(v is _INVALID for v in out) else out
+
+
+def _mapping(item: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
+    if not isinstance(value, Mapping):
+        problems.append(Problem(path, f"expected a mapping, got {_kind(value)}"))
+        return _INVALID
+    out = {str(k): convert(item, v, (*path, str(k)), problems) for k, v in value.items()}
+    return _INVALID if any(v is _INVALID for v in out.values()) else out
+
+
+def _env_value(value: Any, path: Path, problems: list[Problem]) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    problems.append(
+        Problem(path, f"an environment value must be a string or a number, got {_kind(value)}",
+                "quote it, e.g. \"1\" or \"true\"")
+    )
+    return _INVALID
+
+
+_NAMES = {str: "a string", int: "an integer", bool: "true or false", float: "a number"}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    return {bool: "true/false", int: "an integer", float: "a number", str: "a string",
+            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def json_schema(cls: type[Any], title: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of dataclass `cls`, for editors."""
+    defs: dict[str, Any] = {}
+    _schema_of(cls, defs)
+    top = defs.pop(cls.__name__)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, **top,
+            "$defs": defs}
+
+
+def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return {"type": ["string", "number"]}
+    if dataclasses.is_dataclass(tp):
+        name = typing.cast(type, tp).__name__
+        if name not in defs:
+            defs[name] = {}  # placeholder against recursion
+            hints = typing.get_type_hints(tp, include_extras=True)
+            props, required = {}, []
+            for f in dataclasses.fields(tp):
+                if not f.init:
+                    continue
+                props[f.name] = {**_schema_of(hints[f.name], defs), **_description(f)}
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    required.append(f.name)
+            defs[name] = {"type": "object", "description": (tp.__doc__ or "").strip(),
+                          "properties": props, "required": required, "additionalProperties": False}
+        return {"$ref": f"#/$defs/{name}"}
+    if origin in (Union, types.UnionType):
+        inner = [_schema_of(a, defs) for a in args if a is not type(None)]
+        return {"anyOf": [*inner, {"type": "null"}]}
+    if origin is Literal:
+        return {"enum": list(args)}
+    if origin is tuple:
+        return {"type": "array", "items": _schema_of(args[0], defs)}
+    if origin in (dict, Mapping):
+        return {"type": "object", "additionalProperties": _schema_of(args[1], defs)}
+    if tp is Any:
+        return {}
+    return {"type": {str: "string", int: "integer", bool: "boolean", float: "number"}[tp]}
+
+
+def _description(f: dataclasses.Field[Any]) -> dict[str, Any]:
+    text = f.metadata.get("doc")
+    return {"description": text} if text else {}

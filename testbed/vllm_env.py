@@ -1,0 +1,66 @@
+"""The real CPU vLLM: reuse (or build) the cached venv and link it under the bed dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from testbed.errors import TestbedError
+from testbed.layout import VLLM_VERSION
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "vllm-venv.sh"
+
+
+def expected_venv(version: str = VLLM_VERSION) -> Path:
+    """Where scripts/vllm-venv.sh puts the venv: its cache key mirrored here."""
+    cache = Path(os.environ.get("SPARK_LAUNCH_CACHE", Path.home() / ".cache/spark-launch"))
+    key = hashlib.sha256(SCRIPT.read_bytes()).hexdigest()[:12]
+    return cache / "venvs" / f"vllm-{version}-{key}"
+
+
+def wait_for_other_build(venv: Path, timeout: float) -> None:
+    """Wait while another process builds venv: the script would delete a half-built one."""
+    deadline = time.monotonic() + timeout
+    announced = False
+    while venv.is_dir() and not (venv / ".complete").exists():
+        if time.monotonic() > deadline:
+            raise TestbedError(
+                f"{venv} is still incomplete after {timeout:.0f}s",
+                "if no build is running, remove that dir and run `scripts/vllm-venv.sh "
+                f"{VLLM_VERSION}`; or pass --venv-wait SECONDS",
+            )
+        if not announced:
+            print(f"testbed: waiting for a vLLM venv build in progress: {venv}", file=sys.stderr)
+            announced = True
+        time.sleep(5)
+
+
+def ensure_venv(timeout: float = 1800.0) -> Path:
+    """Return the venv path, building it with the repo's script if needed (minutes)."""
+    if not SCRIPT.is_file():
+        raise TestbedError(f"{SCRIPT} not found", "run from a full spark-launch checkout")
+    wait_for_other_build(expected_venv(), timeout)
+    # The script prints only the path on stdout; its pip chatter goes to our stderr.
+    proc = subprocess.run(["bash", str(SCRIPT), VLLM_VERSION], stdout=subprocess.PIPE,
+                          text=True, check=False)
+    venv = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    if proc.returncode != 0 or venv is None or not (venv / "bin" / "vllm").exists():
+        raise TestbedError(f"building the vLLM {VLLM_VERSION} venv failed ({proc.returncode})",
+                           f"run `bash {SCRIPT} {VLLM_VERSION}` to see why")
+    return venv
+
+
+def link(target: Path, link_path: Path) -> None:
+    """Point link_path at target, replacing an old link atomically."""
+    if link_path.is_symlink() and Path(os.readlink(link_path)) == target:
+        return
+    if link_path.exists() and not link_path.is_symlink():
+        raise TestbedError(f"{link_path} exists and is not a symlink", "move it away")
+    tmp = link_path.with_name(link_path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    tmp.replace(link_path)
