@@ -7,9 +7,13 @@ read as another flag; every value stays exactly one argv element.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from launcher.catalog import Option
+
+# What vLLM's human_readable_int accepts: 4096, 128k, 1.5M, 2Gi, or "auto" for lengths.
+SIZE = re.compile(r"(\d+(\.\d+)?[kKmMgGtT]i?|\d+|auto|-1)\Z")
 
 
 class BadValue(ValueError):
@@ -49,13 +53,15 @@ def option_args(option: Option, value: Any) -> tuple[str, ...]:
 def _scalar_text(option: Option, value: Any) -> str:
     if option.type == "json":
         return value if isinstance(value, str) else json_arg(value)
-    if isinstance(value, bool) or isinstance(value, dict | list):
+    if isinstance(value, bool | dict | list):
         raise BadValue(f"expected {_expects(option)}, got {value!r}")
     if option.type == "int" and not isinstance(value, int):
         raise BadValue(f"expected an integer, got {value!r}")
     if option.type == "float" and not isinstance(value, int | float):
         raise BadValue(f"expected a number, got {value!r}")
     text = str(value)
+    if option.type == "size" and not SIZE.match(text):
+        raise BadValue(f"expected {_expects(option)}, got {value!r}")
     if option.choices is not None and text not in option.choices:
         raise BadValue(f"{value!r} is not one of {', '.join(option.choices)}")
     return text
@@ -63,4 +69,5 @@ def _scalar_text(option: Option, value: Any) -> str:
 
 def _expects(option: Option) -> str:
     return {"int": "an integer", "float": "a number", "size": "a size like 4096 or '128k'"}.get(
-        option.type or "", "a string")
+        option.type or "", "a string"
+    )

@@ -92,8 +92,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except SparkLaunchError as exc:
-        click.echo(f"spark-launch: {exc.render()}" if exc.exit_status != ExitStatus.BAD_SPEC else exc.render(),
-                   err=True)
+        click.echo(
+            f"spark-launch: {exc.render()}" if exc.exit_status != ExitStatus.BAD_SPEC else exc.render(),
+            err=True,
+        )
         sys.exit(exc.exit_status)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -55,7 +55,9 @@ class SpecError(SparkLaunchError):
 
     exit_status = ExitStatus.BAD_SPEC
 
-    def __init__(self, filename: str, problems: Sequence[Problem], lines: dict[tuple[str | int, ...], int]) -> None:
+    def __init__(
+        self, filename: str, problems: Sequence[Problem], lines: dict[tuple[str | int, ...], int]
+    ) -> None:
         self.filename = filename
         self.problems = tuple(problems)
         self.lines = lines

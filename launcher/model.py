@@ -8,13 +8,24 @@ from pathlib import Path
 from typing import Any
 
 # Architectures vLLM builds as hybrid (IsHybrid) whose config.json shows no layer types.
-HYBRID_ARCHITECTURES = frozenset({
-    "BambaForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
-    "JambaForCausalLM", "KimiLinearForCausalLM", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM",
-    "MiniMaxText01ForCausalLM", "NemotronHForCausalLM", "Plamo2ForCausalLM",
-    "Qwen3NextForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-    "Zamba2ForCausalLM",
-})
+HYBRID_ARCHITECTURES = frozenset(
+    {
+        "BambaForCausalLM",
+        "FalconH1ForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "JambaForCausalLM",
+        "KimiLinearForCausalLM",
+        "Lfm2ForCausalLM",
+        "Lfm2MoeForCausalLM",
+        "MiniMaxText01ForCausalLM",
+        "NemotronHForCausalLM",
+        "Plamo2ForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Zamba2ForCausalLM",
+    }
+)
 HYBRID_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2", "conv", "linear"})
 
 
@@ -39,7 +50,14 @@ def facts_from_config(config: dict[str, Any], source: str) -> ModelFacts:
     sections = [config, text] if isinstance(text, dict) else [config]
     archs = tuple(str(a) for a in config.get("architectures") or ())
     hybrid = any(_section_is_hybrid(s) for s in sections) or bool(HYBRID_ARCHITECTURES & set(archs))
-    mtp = next((s["num_nextn_predict_layers"] for s in sections if isinstance(s.get("num_nextn_predict_layers"), int)), None)
+    mtp = next(
+        (
+            s["num_nextn_predict_layers"]
+            for s in sections
+            if isinstance(s.get("num_nextn_predict_layers"), int)
+        ),
+        None,
+    )
     return ModelFacts(hybrid, source, archs, mtp)
 
 

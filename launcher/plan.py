@@ -17,8 +17,15 @@ from launcher.schema import suggest
 from launcher.spec import Spec
 
 # serve keys the launcher sets per node, or from elsewhere in the spec.
-LAUNCHER_ONLY = ("node_rank", "headless", "nnodes", "master_addr", "distributed_executor_backend",
-                 "data_parallel_rank", "data_parallel_address")
+LAUNCHER_ONLY = (
+    "node_rank",
+    "headless",
+    "nnodes",
+    "master_addr",
+    "distributed_executor_backend",
+    "data_parallel_rank",
+    "data_parallel_address",
+)
 SPEC_OWNED = {"model": "model.path", "model_tag": "model.path", "served_model_name": "model.served_name"}
 # Options whose value is a secret: on the command line it would show in `ps` and logs.
 SECRET_OPTIONS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
@@ -69,8 +76,15 @@ def catalog_for(spec: Spec) -> Catalog:
         return load_catalog(version)
     except SparkLaunchError as exc:
         key = "flags_from" if spec.vllm.flags_from else "version"
-        raise PlanProblems([Problem(("vllm", key), f"vLLM {version} is not a supported release; known: "
-                                    f"{', '.join(known_versions())}", exc.hint)]) from None
+        raise PlanProblems(
+            [
+                Problem(
+                    ("vllm", key),
+                    f"vLLM {version} is not a supported release; known: {', '.join(known_versions())}",
+                    exc.hint,
+                )
+            ]
+        ) from None
 
 
 def build_plan(spec: Spec, facts: ModelFacts) -> Plan:
@@ -94,11 +108,20 @@ def build_plan(spec: Spec, facts: ModelFacts) -> Plan:
             notes.append(f"serve.{key}: {option.deprecated}")
     if problems:
         raise PlanProblems(problems)
-    return Plan(spec.name, spec.vllm.version, catalog.version, spec.vllm.runtime,
-                render_nodes(spec, args), (*_topology(spec, facts), *derived), tuple(notes))
+    return Plan(
+        spec.name,
+        spec.vllm.version,
+        catalog.version,
+        spec.vllm.runtime,
+        render_nodes(spec, args),
+        (*_topology(spec, facts), *derived),
+        tuple(notes),
+    )
 
 
-def _apply_rules(inputs: Inputs, problems: list[Problem]) -> tuple[list[Derived], list[str], set[str], list[str]]:
+def _apply_rules(
+    inputs: Inputs, problems: list[Problem]
+) -> tuple[list[Derived], list[str], set[str], list[str]]:
     derived: list[Derived] = []
     args: list[str] = []
     owned: set[str] = set()
@@ -114,7 +137,9 @@ def _apply_rules(inputs: Inputs, problems: list[Problem]) -> tuple[list[Derived]
             continue
         args += decision.args
         flag = " ".join(decision.args) or None
-        derived.append(Derived(rule.setting, decision.value, flag, f"{rule.reason} [{rule.mirrors}]", decision.note))
+        derived.append(
+            Derived(rule.setting, decision.value, flag, f"{rule.reason} [{rule.mirrors}]", decision.note)
+        )
         if decision.note:
             notes.append(decision.note)
     return derived, args, owned, notes
@@ -126,16 +151,31 @@ def check_serve_keys(spec: Spec, catalog: Catalog) -> list[Problem]:
     for key in spec.serve:
         where = ("serve", key)
         if key in LAUNCHER_ONLY:
-            problems.append(Problem(where, "is set by spark-launch for each node",
-                                    "remove it; the plan shows the value each node gets"))
+            problems.append(
+                Problem(
+                    where,
+                    "is set by spark-launch for each node",
+                    "remove it; the plan shows the value each node gets",
+                )
+            )
         elif key in SPEC_OWNED:
             problems.append(Problem(where, f"comes from {SPEC_OWNED[key]}", f"set {SPEC_OWNED[key]} instead"))
         elif key in SECRET_OPTIONS:
-            problems.append(Problem(where, "is a secret and would show on the command line",
-                                    f"list {SECRET_OPTIONS[key]} under secrets: and export it where you run spark-launch"))
+            problems.append(
+                Problem(
+                    where,
+                    "is a secret and would show on the command line",
+                    f"list {SECRET_OPTIONS[key]} under secrets: and export it where you run spark-launch",
+                )
+            )
         elif catalog.get(key) is None:
-            problems.append(Problem(where, f"is not a `vllm serve` option in vLLM {catalog.version}",
-                                    suggest(key, catalog.options) or "see `vllm serve --help=all`"))
+            problems.append(
+                Problem(
+                    where,
+                    f"is not a `vllm serve` option in vLLM {catalog.version}",
+                    suggest(key, catalog.options) or "see `vllm serve --help=all`",
+                )
+            )
     return problems
 
 
@@ -146,10 +186,22 @@ def _served_name(spec: Spec, catalog: Catalog) -> list[str]:
 
 def _topology(spec: Spec, facts: ModelFacts) -> list[Derived]:
     n = len(spec.nodes)
-    env = "VLLM_HOST_IP, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (", NCCL_IB_HCA" if any(x.hca for x in spec.nodes) else "")
+    env = "VLLM_HOST_IP, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (
+        ", NCCL_IB_HCA" if any(x.hca for x in spec.nodes) else ""
+    )
     return [
         Derived("model.hybrid", facts.hybrid_text, None, f"from {facts.source}"),
-        Derived("node_rank", f"0..{n - 1}", "--node-rank=R", "the node's position in the spec; the only flag besides --headless that differs"),
+        Derived(
+            "node_rank",
+            f"0..{n - 1}",
+            "--node-rank=R",
+            "the node's position in the spec; the only flag besides --headless that differs",
+        ),
         Derived("headless", "ranks 1.." if n > 1 else "none", "--headless", "only rank 0 serves the API"),
-        Derived("per-node env", env, None, "from each node's address, interface and hca; every other variable is identical"),
+        Derived(
+            "per-node env",
+            env,
+            None,
+            "from each node's address, interface and hca; every other variable is identical",
+        ),
     ]

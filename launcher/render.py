@@ -44,8 +44,13 @@ def rank_args(rank: int) -> tuple[str, ...]:
 
 def node_env(spec: Spec, node: Node) -> dict[str, str]:
     """The node's environment: the spec's, the node's own, and its network identity."""
-    env = {**spec.env, **node.env, "VLLM_HOST_IP": node.address,
-           "GLOO_SOCKET_IFNAME": node.interface, "NCCL_SOCKET_IFNAME": node.interface}
+    env = {
+        **spec.env,
+        **node.env,
+        "VLLM_HOST_IP": node.address,
+        "GLOO_SOCKET_IFNAME": node.interface,
+        "NCCL_SOCKET_IFNAME": node.interface,
+    }
     if node.hca:
         env["NCCL_IB_HCA"] = ",".join(node.hca)
     return dict(sorted(env.items()))
@@ -57,11 +62,21 @@ def runtime_prefix(spec: Spec) -> tuple[str, ...]:
         return (f"{spec.vllm.venv}/bin/vllm", "serve")
     model = spec.model.path
     return (
-        "docker", "run", "--detach", f"--name=spark-launch-{spec.name}",
-        f"--label=spark-launch.cluster={spec.name}", "--network=host", "--ipc=host",
-        "--gpus=all", "--ulimit=memlock=-1", "--ulimit=stack=67108864",
-        f"--volume={model}:{model}:ro", f"--env-file={DOCKER_ENV_FILE}",
-        str(spec.vllm.image), "vllm", "serve",
+        "docker",
+        "run",
+        "--detach",
+        f"--name=spark-launch-{spec.name}",
+        f"--label=spark-launch.cluster={spec.name}",
+        "--network=host",
+        "--ipc=host",
+        "--gpus=all",
+        "--ulimit=memlock=-1",
+        "--ulimit=stack=67108864",
+        f"--volume={model}:{model}:ro",
+        f"--env-file={DOCKER_ENV_FILE}",
+        str(spec.vllm.image),
+        "vllm",
+        "serve",
     )
 
 
@@ -69,8 +84,16 @@ def render_nodes(spec: Spec, engine_args: Sequence[str]) -> tuple[NodeCommand, .
     """One NodeCommand per node, rank 0 first; asserts the identical-except-rank invariant."""
     prefix = (*runtime_prefix(spec), spec.model.path, *engine_args)
     nodes = tuple(
-        NodeCommand(node.name, rank, node.ssh, node.address, (*prefix, *rank_args(rank)),
-                    node_env(spec, node), spec.secrets, rank_args(rank))
+        NodeCommand(
+            node.name,
+            rank,
+            node.ssh,
+            node.address,
+            (*prefix, *rank_args(rank)),
+            node_env(spec, node),
+            spec.secrets,
+            rank_args(rank),
+        )
         for rank, node in enumerate(spec.nodes)
     )
     assert_identical_except_rank(nodes)
@@ -85,9 +108,11 @@ def assert_identical_except_rank(nodes: Sequence[NodeCommand]) -> None:
     """Refuse commands that differ anywhere but in the trailing rank flags."""
     head = nodes[0].common_argv
     for node in nodes[1:]:
-        if node.common_argv != head or node.argv[len(head):] != rank_args(node.rank):
-            raise InvariantBroken(f"the command for {node.name} differs from rank 0's beyond the rank flags",
-                                  "this is a bug in spark-launch; please report it with the spec")
+        if node.common_argv != head or node.argv[len(head) :] != rank_args(node.rank):
+            raise InvariantBroken(
+                f"the command for {node.name} differs from rank 0's beyond the rank flags",
+                "this is a bug in spark-launch; please report it with the spec",
+            )
 
 
 def shell_words(words: Sequence[str]) -> str:

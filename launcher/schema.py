@@ -45,6 +45,7 @@ def build(cls: type[Any], data: Any, path: Path, problems: list[Problem]) -> Any
     values: dict[str, Any] = {}
     for key, value in data.items():
         if key not in fields:
+            # Reported, but the rest is still built so later checks can report theirs too.
             problems.append(Problem((*path, str(key)), f"unknown key {key!r}", suggest(str(key), fields)))
             continue
         values[key] = convert(hints[key], value, (*path, key), problems)
@@ -115,8 +116,11 @@ def _env_value(value: Any, path: Path, problems: list[Problem]) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     problems.append(
-        Problem(path, f"an environment value must be a string or a number, got {_kind(value)}",
-                "quote it, e.g. \"1\" or \"true\"")
+        Problem(
+            path,
+            f"an environment value must be a string or a number, got {_kind(value)}",
+            'quote it, e.g. "1" or "true"',
+        )
     )
     return _INVALID
 
@@ -127,8 +131,14 @@ _NAMES = {str: "a string", int: "an integer", bool: "true or false", float: "a n
 def _kind(value: Any) -> str:
     if value is None:
         return "nothing (null)"
-    return {bool: "true/false", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "a mapping"}.get(type(value), type(value).__name__)
+    return {
+        bool: "true/false",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a mapping",
+    }.get(type(value), type(value).__name__)
 
 
 def json_schema(cls: type[Any], title: str) -> dict[str, Any]:
@@ -136,8 +146,7 @@ def json_schema(cls: type[Any], title: str) -> dict[str, Any]:
     defs: dict[str, Any] = {}
     _schema_of(cls, defs)
     top = defs.pop(cls.__name__)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, **top,
-            "$defs": defs}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title, **top, "$defs": defs}
 
 
 def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
@@ -156,8 +165,13 @@ def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
                 props[f.name] = {**_schema_of(hints[f.name], defs), **_description(f)}
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                     required.append(f.name)
-            defs[name] = {"type": "object", "description": (tp.__doc__ or "").strip(),
-                          "properties": props, "required": required, "additionalProperties": False}
+            defs[name] = {
+                "type": "object",
+                "description": (tp.__doc__ or "").strip(),
+                "properties": props,
+                "required": required,
+                "additionalProperties": False,
+            }
         return {"$ref": f"#/$defs/{name}"}
     if origin in (Union, types.UnionType):
         inner = [_schema_of(a, defs) for a in args if a is not type(None)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from launcher.catalog import parse_version
@@ -90,15 +90,20 @@ def spec_schema() -> dict[str, Any]:
     return json_schema(Spec, "spark-launch deployment spec")
 
 
+def validate_spec(data: Any) -> tuple[Spec | None, list[Problem]]:
+    """Validate loaded data: the Spec when it could be built (even with problems), and every problem."""
+    problems: list[Problem] = []
+    spec = build(Spec, data, (), problems)
+    if not isinstance(spec, Spec):
+        return None, problems
+    return spec, problems + check_spec(spec)
+
+
 def parse_spec(document: Document) -> Spec:
     """Validate a loaded document into a Spec; raise a SpecError listing every problem."""
-    problems: list[Problem] = []
-    spec = build(Spec, document.data, (), problems)
-    if not problems:
-        problems.extend(check_spec(spec))
-    if problems:
+    spec, problems = validate_spec(document.data)
+    if problems or spec is None:
         raise document.error(problems)
-    assert isinstance(spec, Spec)
     return spec
 
 
@@ -106,17 +111,36 @@ def check_spec(spec: Spec) -> list[Problem]:
     """Problems a structurally valid spec can still have, without knowing vLLM."""
     problems = [*_check_top(spec), *_check_vllm(spec.vllm), *_check_nodes(spec.nodes)]
     problems += _check_env(spec)
+    name = spec.model.served_name
+    if name is not None and (not name.strip() or name.startswith("-")):
+        problems.append(
+            Problem(
+                ("model", "served_name"),
+                f"{name!r} cannot be a served model name",
+                "use a non-empty name that does not start with '-'",
+            )
+        )
     if not spec.model.path.startswith("/"):
-        problems.append(Problem(("model", "path"), "must be an absolute path",
-                                "the same absolute path must exist on every node"))
+        problems.append(
+            Problem(
+                ("model", "path"),
+                "must be an absolute path",
+                "the same absolute path must exist on every node",
+            )
+        )
     return problems
 
 
 def _check_top(spec: Spec) -> list[Problem]:
     if CLUSTER_NAME.match(spec.name):
         return []
-    return [Problem(("name",), f"{spec.name!r} is not a usable cluster name",
-                    "use lower-case letters, digits, '.', '-' or '_' (it names files and labels)")]
+    return [
+        Problem(
+            ("name",),
+            f"{spec.name!r} is not a usable cluster name",
+            "use lower-case letters, digits, '.', '-' or '_' (it names files and labels)",
+        )
+    ]
 
 
 def _check_vllm(section: VllmSection) -> list[Problem]:
@@ -127,8 +151,11 @@ def _check_vllm(section: VllmSection) -> list[Problem]:
             if value is not None:
                 parse_version(value)
         except ValueError:
-            problems.append(Problem(("vllm", key), f"{value!r} is not a release number",
-                                    'write it like "0.33.0" (quoted)'))
+            problems.append(
+                Problem(
+                    ("vllm", key), f"{value!r} is not a release number", 'write it like "0.33.0" (quoted)'
+                )
+            )
     needed = "venv" if section.runtime == "venv" else "image"
     if getattr(section, needed) is None:
         problems.append(Problem(("vllm", needed), f"is required with runtime {section.runtime}"))
@@ -145,7 +172,9 @@ def _check_nodes(nodes: tuple[Node, ...]) -> list[Problem]:
         counts = Counter(getattr(n, key) for n in nodes)
         for i, node in enumerate(nodes):
             if counts[getattr(node, key)] > 1:
-                problems.append(Problem(("nodes", i, key), f"{getattr(node, key)!r} is used by more than one node"))
+                problems.append(
+                    Problem(("nodes", i, key), f"{getattr(node, key)!r} is used by more than one node")
+                )
     for i, node in enumerate(nodes):
         problems += _check_node(i, node)
     return problems
@@ -155,27 +184,47 @@ def _check_node(i: int, node: Node) -> list[Problem]:
     where: tuple[str | int, ...] = ("nodes", i)
     problems = []
     if not CLUSTER_NAME.match(node.name):
-        problems.append(Problem((*where, "name"), f"{node.name!r} is not a usable node name",
-                                "use lower-case letters, digits, '.', '-' or '_'"))
+        problems.append(
+            Problem(
+                (*where, "name"),
+                f"{node.name!r} is not a usable node name",
+                "use lower-case letters, digits, '.', '-' or '_'",
+            )
+        )
     try:
         ipaddress.ip_address(node.address)
     except ValueError:
-        problems.append(Problem((*where, "address"), f"{node.address!r} is not an IP address",
-                                "vLLM binds to it (VLLM_HOST_IP): give the node's fabric IP, not a name"))
+        problems.append(
+            Problem(
+                (*where, "address"),
+                f"{node.address!r} is not an IP address",
+                "vLLM binds to it (VLLM_HOST_IP): give the node's fabric IP, not a name",
+            )
+        )
     if not SSH_TARGET.match(node.ssh):
-        problems.append(Problem((*where, "ssh"), f"{node.ssh!r} is not an ssh target",
-                                "use an ssh_config alias or user@host[:port]"))
-    for key, value in (("interface", node.interface), *((("hca", j), h) for j, h in enumerate(node.hca))):
-        path = (*where, *key) if isinstance(key, tuple) else (*where, key)
+        problems.append(
+            Problem(
+                (*where, "ssh"),
+                f"{node.ssh!r} is not an ssh target",
+                "use an ssh_config alias or user@host[:port]",
+            )
+        )
+    devices: list[tuple[tuple[str | int, ...], str]] = [((*where, "interface"), node.interface)]
+    devices += [((*where, "hca", j), hca) for j, hca in enumerate(node.hca)]
+    for path, value in devices:
         if not IFACE_NAME.match(value):
             problems.append(Problem(path, f"{value!r} is not a network device name"))
     if node.gpus < 1:
         problems.append(Problem((*where, "gpus"), "must be at least 1"))
     for name in node.env:
         if name.startswith("VLLM_"):
-            problems.append(Problem((*where, "env", name),
-                                    "a VLLM_* variable is an engine input and must be identical on all nodes",
-                                    "move it to the top-level env"))
+            problems.append(
+                Problem(
+                    (*where, "env", name),
+                    "a VLLM_* variable is an engine input and must be identical on all nodes",
+                    "move it to the top-level env",
+                )
+            )
     return problems
 
 
@@ -188,12 +237,22 @@ def _check_env(spec: Spec) -> list[Problem]:
             if not ENV_NAME.match(name):
                 problems.append(Problem((*where, name), f"{name!r} is not a valid variable name"))
             elif name in PER_NODE_ENV:
-                problems.append(Problem((*where, name), "is set by the launcher for each node",
-                                        "set the node's address, interface and hca instead"))
+                problems.append(
+                    Problem(
+                        (*where, name),
+                        "is set by the launcher for each node",
+                        "set the node's address, interface and hca instead",
+                    )
+                )
     for j, name in enumerate(spec.secrets):
         if not ENV_NAME.match(name):
             problems.append(Problem(("secrets", j), f"{name!r} is not a valid variable name"))
         elif name in spec.env or any(name in n.env for n in spec.nodes):
-            problems.append(Problem(("secrets", j), f"{name} is also given a value in env",
-                                    "a secret's value comes from the launcher's environment only"))
+            problems.append(
+                Problem(
+                    ("secrets", j),
+                    f"{name} is also given a value in env",
+                    "a secret's value comes from the launcher's environment only",
+                )
+            )
     return problems

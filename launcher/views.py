@@ -18,13 +18,25 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
         "runtime": plan.runtime,
         "digest": plan.digest,
         "nodes": [
-            {"name": n.name, "rank": n.rank, "ssh": n.ssh, "address": n.address,
-             "argv": list(n.argv), "env": n.env, "secrets": list(n.secrets)}
+            {
+                "name": n.name,
+                "rank": n.rank,
+                "ssh": n.ssh,
+                "address": n.address,
+                "argv": list(n.argv),
+                "env": n.env,
+                "secrets": list(n.secrets),
+            }
             for n in plan.nodes
         ],
         "derived": [
-            {"setting": d.setting, "value": d.value, "flag": d.flag, "reason": d.reason,
-             **({"note": d.note} if d.note else {})}
+            {
+                "setting": d.setting,
+                "value": d.value,
+                "flag": d.flag,
+                "reason": d.reason,
+                **({"note": d.note} if d.note else {}),
+            }
             for d in plan.derived
         ],
         "notes": list(plan.notes),
@@ -38,10 +50,14 @@ def plan_json(plan: Plan) -> str:
 
 def plan_text(plan: Plan) -> str:
     """`plan` output: each node's exact command and env, then the derived settings."""
-    out = [f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
-           f"{len(plan.nodes)} node(s), plan {plan.digest}"]
+    out = [
+        f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
+        f"{len(plan.nodes)} node(s), plan {plan.digest}"
+    ]
     if plan.catalog_version != plan.vllm_version:
-        out.append(f"  ! using the flags of vLLM {plan.catalog_version}: unsupported release, at your own risk")
+        out.append(
+            f"  ! using the flags of vLLM {plan.catalog_version}: unsupported release, at your own risk"
+        )
     for n in plan.nodes:
         role = "rank 0, serves the API" if n.rank == 0 else f"rank {n.rank}, headless"
         out += ["", f"== {n.name} ({role}) via ssh {n.ssh}"]

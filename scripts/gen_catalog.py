@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "launcher"))
-from vllm_parser import serve_parser  # noqa: E402
+from probe import serve_parser
 
 SIMPLE_TYPES = {int: "int", float: "float", str: "str"}
 # vLLM's own converters, by function name: dataclass and dict options take JSON (or

@@ -1,0 +1,92 @@
+"""The real CLI, driven in-process and as a subprocess: output, exit codes, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.cli import main
+from tests.conftest import ROOT, base_spec, edit, write
+
+QWEN = str(ROOT / "configs" / "qwen3-next-2x-spark-v032.yaml")
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(exited.value.code or 0), out, err
+
+
+def test_plan_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "plan", QWEN, "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert {"cluster", "vllm_version", "nodes", "derived"} <= set(doc)
+    assert [n["name"] for n in doc["nodes"]] == ["spark-1", "spark-2"]
+    for node in doc["nodes"]:
+        assert {"name", "rank", "ssh", "argv", "env"} <= set(node)
+        assert node["argv"][:2] == ["/opt/vllm/bin/vllm", "serve"]
+    assert all({"setting", "value", "flag", "reason"} <= set(d) for d in doc["derived"])
+
+
+def test_plan_text_shows_commands_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "plan", QWEN)
+    assert code == 0
+    assert "== spark-2 (rank 1, headless) via ssh spark-2" in out
+    assert "--mamba-cache-mode=align" in out
+    assert "why: hybrid model: prefix caching on means 'align'" in out
+    assert "HF_TOKEN=<secret from the launcher's environment>" in out
+
+
+def test_validate_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(capsys, "validate", QWEN)[0] == 0
+    bad = write(tmp_path, edit(base_spec(), **{"serve.tensor_parallel_size": 5, "serve.nnodes": 2}))
+    code, out, err = run_cli(capsys, "validate", str(bad))
+    assert code == 2 and out == ""
+    assert err.count(f"{bad}:") == 2
+
+
+def test_missing_spec_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "plan", "/nonexistent/cluster.yaml")
+    assert code == 1
+    assert "cannot read spec /nonexistent/cluster.yaml" in err and "hint:" in err
+
+
+def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "schema")
+    assert code == 0 and json.loads(out)["title"] == "spark-launch deployment spec"
+
+
+@pytest.mark.parametrize("command", ["plan", "validate", "schema"])
+def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run_cli(capsys, command, "--help")
+    assert code == 0 and "Example" in out
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "plan")
+    assert code == 2 and "Missing argument" in err
+
+
+def test_cold_plan_imports_no_ssh_or_vllm_and_prints_no_traceback(tmp_path: Path) -> None:
+    probe = (
+        "import sys, runpy; sys.argv=['spark-launch', 'plan', sys.argv[1]];\n"
+        "try:\n    runpy.run_module('launcher', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    heavy = sorted(m for m in sys.modules\n"
+        "                   if m.split('.')[0] in ('fabric','paramiko','vllm','torch','invoke'))\n"
+        "    print('HEAVY', heavy, file=sys.stderr); raise"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, QWEN], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "HEAVY []" in done.stderr
+    bad = write(tmp_path, {"name": "x", "nodes": "oops"})
+    done = subprocess.run(
+        [sys.executable, "-m", "launcher", "plan", str(bad)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "nodes: expected a list" in done.stderr

@@ -1,0 +1,127 @@
+"""Rendered commands: one argv element per value through a real shell, and identical
+commands on every node except the rank flags, over many generated specs."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from launcher.model import ModelFacts
+from launcher.plan import Plan, build_plan
+from launcher.render import env_words, rank_args, shell_words
+from launcher.schema import build
+from launcher.spec import Spec
+from tests.conftest import base_spec
+
+# Any text a YAML string can hold and argv can carry (no NUL, no lone surrogates).
+TEXT = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40
+)
+NAME_TEXT = TEXT.filter(lambda t: t.strip() != "" and not t.startswith("-"))
+
+
+def plan_of(data: dict[str, Any], hybrid: bool | None = True) -> Plan:
+    problems: list[Any] = []
+    spec = build(Spec, data, (), problems)
+    assert not problems, problems
+    return build_plan(spec, ModelFacts(hybrid, "test"))
+
+
+def through_bash(words: str) -> list[str]:
+    """What a POSIX shell makes of a rendered command line, element by element."""
+    out = subprocess.run(["bash", "-c", f"printf '%s\\0' {words}"], capture_output=True, check=True)
+    return out.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(served=NAME_TEXT, path=TEXT, value=TEXT, venv=TEXT)
+def test_hostile_strings_arrive_as_exactly_one_argument(
+    served: str, path: str, value: str, venv: str
+) -> None:
+    data = base_spec()
+    data["model"]["path"] = "/" + path
+    data["model"]["served_name"] = served
+    data["vllm"]["venv"] = "/" + venv
+    data["env"] = {"ODD": value}
+    data["serve"]["chat_template"] = value
+    plan = plan_of(data)
+    for node in plan.nodes:
+        assert through_bash(shell_words(node.argv)) == list(node.argv)
+        assert through_bash(shell_words(env_words(node.env))) == env_words(node.env)
+        assert f"--chat-template={value}" in node.argv
+
+
+SERVE_OPTIONS = st.fixed_dictionaries(
+    {},
+    optional={
+        "enable_prefix_caching": st.booleans(),
+        "enforce_eager": st.booleans(),
+        "max_model_len": st.integers(16, 1 << 20),
+        "gpu_memory_utilization": st.floats(0.1, 0.95),
+        "kv_cache_dtype": st.sampled_from(["auto", "fp8"]),
+        "block_size": st.sampled_from([16, 32, 64]),
+        "speculative_config": st.builds(
+            lambda n: {"method": "mtp", "num_speculative_tokens": n}, st.integers(1, 4)
+        ),
+        "port": st.integers(1024, 65535),
+        "master_port": st.integers(1024, 65535),
+        "chat_template": TEXT,
+        "seed": st.integers(0, 1000),
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    nodes=st.integers(1, 6),
+    version=st.sampled_from(["0.32.0", "0.33.0"]),
+    serve=SERVE_OPTIONS,
+    hybrid=st.sampled_from([True, False]),
+    runtime=st.sampled_from(["venv", "docker"]),
+    env=st.dictionaries(
+        st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True).filter(
+            lambda k: not k.startswith(("VLLM_HOST", "GLOO_", "NCCL_SOCKET", "NCCL_IB"))
+        ),
+        TEXT,
+        max_size=3,
+    ),
+)
+def test_commands_are_identical_except_rank_flags(
+    nodes: int, version: str, serve: dict[str, Any], hybrid: bool, runtime: str, env: dict[str, str]
+) -> None:
+    data = base_spec(version, nodes)
+    data["serve"] = {"tensor_parallel_size": nodes, **serve}
+    data["env"] = env
+    data["vllm"] = {"version": version, "runtime": runtime, "venv": "/opt/vllm", "image": "img:1"}
+    plan = plan_of(data, hybrid)
+    stripped = []
+    for rank, node in enumerate(plan.nodes):
+        assert [a for a in node.argv if a.startswith("--node-rank")] == [f"--node-rank={rank}"]
+        assert node.argv.count("--headless") == (1 if rank else 0)
+        stripped.append([a for a in node.argv if a not in rank_args(rank)])
+        assert {k: v for k, v in node.env.items() if k in env} == env
+    assert all(s == stripped[0] for s in stripped)
+
+
+def test_docker_runtime_keeps_every_value_out_of_argv() -> None:
+    data = base_spec()
+    data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": "nvcr.io/nvidia/vllm:26.05-py3"}
+    data["env"] = {"NCCL_DEBUG": "WARN"}
+    data["secrets"] = ["HF_TOKEN"]
+    plan = plan_of(data)
+    argv = plan.nodes[1].argv
+    assert argv[:3] == ("docker", "run", "--detach")
+    assert {
+        "--network=host",
+        "--ipc=host",
+        "--gpus=all",
+        "--volume=/models/m:/models/m:ro",
+        "--env-file=node.env",
+    } <= set(argv)
+    image_at = argv.index("nvcr.io/nvidia/vllm:26.05-py3")
+    assert argv[image_at + 1 : image_at + 4] == ("vllm", "serve", "/models/m")
+    assert not any("WARN" in a or "10.0.0" in a.split("=")[0] for a in argv[:image_at])
+    assert plan.nodes[0].argv[:-1] == argv[:-2]

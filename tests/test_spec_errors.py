@@ -1,0 +1,142 @@
+"""Bad specs: every problem at once, each with file:line, key path, message and hint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.errors import SpecError
+from launcher.loader import plan_file
+from tests.conftest import base_spec, edit, write
+
+BASE = base_spec()
+
+# (changes to the base spec, key path reported, words the message must contain)
+CASES: list[tuple[dict[str, Any], str, str]] = [
+    ({"nodes.0.gpu": 2}, "nodes[0].gpu", "unknown key 'gpu'"),
+    (
+        {"serve.enable_prefix_cache": True},
+        "serve.enable_prefix_cache",
+        "not a `vllm serve` option in vLLM 0.32.0",
+    ),
+    ({"serve.node_rank": 1}, "serve.node_rank", "set by spark-launch for each node"),
+    ({"serve.headless": True}, "serve.headless", "set by spark-launch for each node"),
+    ({"serve.nnodes": 2}, "serve.nnodes", "set by spark-launch"),
+    ({"serve.master_addr": "1.2.3.4"}, "serve.master_addr", "set by spark-launch"),
+    (
+        {"serve.distributed_executor_backend": "ray"},
+        "serve.distributed_executor_backend",
+        "set by spark-launch",
+    ),
+    ({"serve.model": "/x"}, "serve.model", "comes from model.path"),
+    ({"serve.api_key": "sk"}, "serve.api_key", "is a secret"),
+    ({"nodes.1.name": "n1"}, "nodes[1].name", "used by more than one node"),
+    ({"nodes.1.address": "10.0.0.1"}, "nodes[1].address", "used by more than one node"),
+    ({"nodes.1.address": "spark-2"}, "nodes[1].address", "not an IP address"),
+    ({"nodes.1.ssh": "a b"}, "nodes[1].ssh", "not an ssh target"),
+    (
+        {"nodes.1.env": {"VLLM_USE_V2_MODEL_RUNNER": "1"}},
+        "nodes[1].env.VLLM_USE_V2_MODEL_RUNNER",
+        "engine input",
+    ),
+    ({"env": {"VLLM_HOST_IP": "1.2.3.4"}}, "env.VLLM_HOST_IP", "set by the launcher for each node"),
+    ({"env": {"X": True}}, "env.X", "string or a number"),
+    ({"secrets": ["HF TOKEN"]}, "secrets[0]", "not a valid variable name"),
+    ({"serve.tensor_parallel_size": 4}, "serve.tensor_parallel_size", "= 4, but the 2 node(s) have 2 GPU(s)"),
+    (
+        {"nodes.1.gpus": 2, "serve.tensor_parallel_size": 3},
+        "serve.tensor_parallel_size",
+        "different GPU counts",
+    ),
+    ({"vllm.version": "0.99.0"}, "vllm.version", "not a supported release; known: 0.32.0, 0.33.0"),
+    ({"vllm.version": "latest"}, "vllm.version", "not a release number"),
+    ({"vllm.runtime": "docker"}, "vllm.image", "required with runtime docker"),
+    ({"vllm.runtime": "podman"}, "vllm.runtime", "must be one of venv, docker"),
+    ({"model.path": "models/m"}, "model.path", "absolute path"),
+    ({"model.hybrid": None}, "model.hybrid", "cannot tell whether the model is hybrid"),
+    ({"serve.mamba_cache_mode": "none"}, "serve.mamba_cache_mode", "vLLM turns it into 'align'"),
+    ({"serve.mamba_cache_mode": "all"}, "serve.mamba_cache_mode", "does not exist in vLLM 0.32.0"),
+    (
+        {"serve.enable_prefix_caching": False, "serve.mamba_cache_mode": "align"},
+        "serve.mamba_cache_mode",
+        "vLLM turns it into 'none'",
+    ),
+    ({"serve.enable_chunked_prefill": False}, "serve.enable_chunked_prefill", "needs chunked prefill"),
+    (
+        {"serve.speculative_config": {"method": "mtp"}},
+        "serve.speculative_config",
+        "explicit num_speculative_tokens",
+    ),
+    (
+        {"serve.enable_prefix_caching": False, "serve.mamba_block_size": 64},
+        "serve.mamba_block_size",
+        "without prefix caching",
+    ),
+    ({"serve.max_model_len": "big"}, "serve.max_model_len", "a size like 4096"),
+    ({"serve.enforce_eager": "yes"}, "serve.enforce_eager", "expected true or false"),
+    ({"serve.kv_cache_dtype": "fp9"}, "serve.kv_cache_dtype", "'fp9' is not one of"),
+    ({"serve.port": 70000}, "serve.port", "must be a port number"),
+    ({"serve.served_model_name": "x"}, "serve.served_model_name", "comes from model.served_name"),
+]
+
+
+@pytest.mark.parametrize(("changes", "path", "words"), CASES, ids=[c[1] + ":" + c[2][:20] for c in CASES])
+def test_bad_spec_names_the_key_and_why(
+    tmp_path: Path, changes: dict[str, Any], path: str, words: str
+) -> None:
+    spec_file = write(tmp_path, edit(BASE, **changes))
+    with pytest.raises(SpecError) as caught:
+        plan_file(spec_file)
+    matching = [p for p in caught.value.problems if p.dotted == path]
+    assert matching, caught.value.render()
+    assert any(words in p.message for p in matching), caught.value.render()
+    assert f"{spec_file}:" in caught.value.render()
+
+
+def test_every_problem_is_reported_at_once_with_its_line(tmp_path: Path) -> None:
+    text = """\
+name: t
+vllm: {version: "0.32.0", venv: /opt/vllm}
+nodes:
+  - {name: a, ssh: a, address: 10.0.0.1, interface: eth0, gpu: 1}
+  - {name: b, ssh: b, address: nope, interface: eth0}
+model: {path: /m, hybrid: true}
+serve:
+  tensor_parallel_size: 2
+  enable_prefix_cache: true
+"""
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(SpecError) as caught:
+        plan_file(tmp_path / "s.yaml")
+    rendered = caught.value.render()
+    assert f"{tmp_path / 's.yaml'}:4: nodes[0].gpu: unknown key 'gpu'" in rendered
+    assert "did you mean 'gpus'?" in rendered
+    assert f"{tmp_path / 's.yaml'}:5: nodes[1].address: 'nope' is not an IP address" in rendered
+    assert f"{tmp_path / 's.yaml'}:9: serve.enable_prefix_cache: is not a `vllm serve` option" in rendered
+    assert "did you mean 'enable_prefix_caching'?" in rendered
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("name: [unclosed\n", "not valid YAML"),
+        ("name: a\nname: b\n", "written twice"),
+        ("- a list\n", "expected a mapping"),
+        ("", "expected a mapping"),
+    ],
+)
+def test_unreadable_yaml_is_a_located_error(tmp_path: Path, text: str, words: str) -> None:
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(SpecError) as caught:
+        plan_file(tmp_path / "s.yaml")
+    assert words in caught.value.render()
+
+
+def test_required_keys_are_named(tmp_path: Path) -> None:
+    spec_file = write(tmp_path, {"name": "t"})
+    with pytest.raises(SpecError) as caught:
+        plan_file(spec_file)
+    missing = {p.dotted for p in caught.value.problems if p.message == "is required"}
+    assert missing == {"vllm", "nodes", "model"}
