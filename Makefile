@@ -1,0 +1,61 @@
+# The front door. Each target is one line calling the CLI, the test bed or the test runner.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+SPEC   ?= configs/demo.yaml
+
+.PHONY: install system-deps vllm-venvs setup test fast conformance testbed-tests lint format \
+        plan validate catalogs golden bench testbed testbed-down demo demo-down up down status logs verify
+
+install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
+$(BIN)/spark-launch: pyproject.toml
+	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[dev]' && touch $@
+
+system-deps:                                        ## sshd and iproute2 for the test bed (root)
+	@command -v /usr/sbin/sshd >/dev/null && command -v ip >/dev/null || (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client iproute2)
+
+vllm-venvs:                                         ## the real vLLM releases, cached by version
+	scripts/vllm-venv.sh 0.32.0 && scripts/vllm-venv.sh 0.33.0
+
+setup: install system-deps vllm-venvs               ## everything the tests need, on a fresh machine
+
+test: setup lint                                    ## every tier: fast, conformance, test bed
+	$(BIN)/pytest
+
+fast: install                                       ## the edit loop: no SSH, no vLLM
+	$(BIN)/pytest -m "not conformance and not testbed and not vllm_server"
+
+conformance: setup                                  ## against the real vLLM 0.32.0 and 0.33.0
+	$(BIN)/pytest -m conformance
+
+lint: install
+	$(BIN)/ruff check launcher tests scripts testbed bench && $(BIN)/ruff format --check launcher tests scripts testbed bench && $(BIN)/mypy
+
+format: install
+	$(BIN)/ruff format launcher tests scripts testbed bench && $(BIN)/ruff check --fix launcher tests scripts testbed bench
+
+plan: install                                       ## make plan SPEC=configs/qwen3-next-2x-spark.yaml
+	$(BIN)/spark-launch plan $(SPEC)
+
+validate: install
+	$(BIN)/spark-launch validate $(SPEC)
+
+catalogs: vllm-venvs                                ## regenerate the flag catalogs from the real parsers
+	for v in 0.32.0 0.33.0; do "$$(scripts/vllm-venv.sh $$v)/bin/python" scripts/gen_catalog.py > launcher/catalogs/vllm-$$v.json; done
+
+golden: install                                     ## rewrite golden plans after an intended change
+	$(BIN)/pytest tests/test_configs.py --update-golden
+
+bench: install                                      ## cold-start time of `plan`
+	$(BIN)/python bench/plan_startup.py
+
+testbed: install system-deps                        ## the two-node test bed (root)
+	$(BIN)/python -m testbed up
+
+testbed-down:
+	$(BIN)/python -m testbed down
+
+demo: testbed                                       ## the test bed, then the demo cluster's plan
+	$(BIN)/spark-launch plan configs/demo.yaml
+
+demo-down: testbed-down
