@@ -36,14 +36,20 @@ def main() -> None:
     cases = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "plan demo.yaml": [sys.executable, "-m", "launcher", "plan", "configs/demo.yaml"],
-        "plan qwen3-next --json": [sys.executable, "-m", "launcher", "plan",
-                                   "configs/qwen3-next-2x-spark.yaml", "--json"],
+        "plan qwen3-next --json": [
+            sys.executable,
+            "-m",
+            "launcher",
+            "plan",
+            "configs/qwen3-next-2x-spark.yaml",
+            "--json",
+        ],
         "validate dense": [sys.executable, "-m", "launcher", "validate", "configs/dense-2x-spark.yaml"],
     }
     for name, argv in cases.items():
         times = timed(argv, args.runs)
-        print(f"{name:<26} median {statistics.median(times) * 1000:6.1f} ms   best {min(times) * 1000:6.1f} ms"
-              f"   ({args.runs} runs)")
+        median, best = statistics.median(times) * 1000, min(times) * 1000
+        print(f"{name:<26} median {median:6.1f} ms   best {best:6.1f} ms   ({args.runs} runs)")
 
 
 if __name__ == "__main__":

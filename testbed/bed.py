@@ -11,7 +11,7 @@ from pathlib import Path
 from testbed import model, netns, sshd, vllm_env
 from testbed.errors import TestbedError
 from testbed.layout import BRIDGE, BRIDGE_ADDR, NODE_IFACE, NS_PREFIX, Layout, Node
-from testbed.shell import require_root, require_tools, run, terminate
+from testbed.shell import machine_lock, require_root, require_tools, run, terminate
 
 _TOOLS = ("ip", "ssh-keygen", "unshare", "sshd")
 
@@ -20,6 +20,12 @@ def up(layout: Layout, *, with_vllm: bool = True, venv_wait: float = 1800.0) -> 
     """Bring the bed to exactly `layout`: network, sshd per node, configs, vLLM and model."""
     require_root()
     require_tools(*_TOOLS)
+    with machine_lock():
+        return _up(layout, with_vllm, venv_wait)
+
+
+def _up(layout: Layout, with_vllm: bool, venv_wait: float) -> dict[str, object]:
+    """up's body, run under the machine lock."""
     _check_dir(layout.root)
     layout.root.mkdir(parents=True, exist_ok=True)
     wanted = {n.namespace for n in layout.nodes}
@@ -46,6 +52,12 @@ def down(layout: Layout) -> list[str]:
     """Kill every process in the bed's namespaces, delete them, the veths and the bridge."""
     require_root()
     require_tools("ip")
+    with machine_lock():
+        return _down(layout)
+
+
+def _down(layout: Layout) -> list[str]:
+    """down's body, run under the machine lock."""
     removed = []
     for ns in netns.namespaces():
         _remove_namespace(ns)
@@ -65,19 +77,21 @@ def status(layout: Layout) -> dict[str, object]:
     """What is up now: bridge, and per node namespace, address, sshd pid and env."""
     require_tools("ip")
     present = netns.namespaces()
-    indexes = sorted({int(ns[len(NS_PREFIX):]) for ns in present}
-                     | {n.index for n in layout.nodes})
+    indexes = sorted({int(ns[len(NS_PREFIX) :]) for ns in present} | {n.index for n in layout.nodes})
     nodes = [_node_status(layout, Node(i), f"{NS_PREFIX}{i}" in present) for i in indexes]
     bridge = netns.link_exists(BRIDGE)
-    return {"up": bridge and bool(nodes) and all(n["ok"] for n in nodes),
-            "bridge": bridge, "dir": str(layout.root), "nodes": nodes}
+    return {
+        "up": bridge and bool(nodes) and all(n["ok"] for n in nodes),
+        "bridge": bridge,
+        "dir": str(layout.root),
+        "nodes": nodes,
+    }
 
 
 def bind_mount(layout: Layout, node_name: str, source: Path, target: Path) -> None:
     """Bind-mount source over target in one node's mount namespace only."""
     pid = _sshd_pid(layout, node_name)
-    run(["nsenter", "--target", str(pid), "--mount",
-         "mount", "--bind", str(source), str(target)])
+    run(["nsenter", "--target", str(pid), "--mount", "mount", "--bind", str(source), str(target)])
 
 
 def unbind_mount(layout: Layout, node_name: str, target: Path) -> None:
@@ -98,10 +112,18 @@ def describe(layout: Layout, venv: Path | None) -> dict[str, object]:
         "vllm": str(layout.vllm / "bin" / "vllm"),
         "vllm_venv_target": str(venv) if venv else None,
         "bridge": {"name": BRIDGE, "address": BRIDGE_ADDR},
-        "nodes": [{"name": n.name, "ssh_alias": n.name, "address": n.address,
-                   "interface": NODE_IFACE, "namespace": n.namespace,
-                   "env": dict(n.env), "sshd_log": str(layout.sshd_log(n))}
-                  for n in layout.nodes],
+        "nodes": [
+            {
+                "name": n.name,
+                "ssh_alias": n.name,
+                "address": n.address,
+                "interface": NODE_IFACE,
+                "namespace": n.namespace,
+                "env": dict(n.env),
+                "sshd_log": str(layout.sshd_log(n)),
+            }
+            for n in layout.nodes
+        ],
     }
 
 
@@ -122,7 +144,7 @@ def _ensure_sshds(layout: Layout) -> None:
         config.write_text(text)
         if changed or sshd.pid_of(layout, node) is None:
             # A restart drops the node's bind mounts: they live in the old mount namespace.
-            sshd.stop(layout, node)
+            sshd.stop(layout, node, netns.pids_in(node.namespace))
             sshd.start(layout, node)
     with ThreadPoolExecutor(max_workers=len(layout.nodes)) as pool:
         list(pool.map(lambda n: sshd.wait_ready(layout, n), layout.nodes))
@@ -140,8 +162,15 @@ def _node_status(layout: Layout, node: Node, present: bool) -> dict[str, object]
     pid = sshd.pid_of(layout, node)
     own_mnt = pid is not None and sshd.mount_namespace(pid) != sshd.mount_namespace(os.getpid())
     ok = present and f"{node.address}/24" in addrs and pid is not None
-    return {"name": node.name, "namespace": node.namespace, "present": present,
-            "addresses": addrs, "sshd_pid": pid, "own_mount_namespace": own_mnt, "ok": ok}
+    return {
+        "name": node.name,
+        "namespace": node.namespace,
+        "present": present,
+        "addresses": addrs,
+        "sshd_pid": pid,
+        "own_mount_namespace": own_mnt,
+        "ok": ok,
+    }
 
 
 def _sshd_pid(layout: Layout, node_name: str) -> int:
@@ -156,5 +185,7 @@ def _sshd_pid(layout: Layout, node_name: str) -> int:
 def _check_dir(root: Path) -> None:
     """Refuse a state dir that sshd_config and ssh_config could not hold unquoted."""
     if not root.is_absolute() or re.search(r"[\s\"'\\#]", str(root)):
-        raise TestbedError(f"state dir {str(root)!r} must be absolute, without spaces or quotes",
-                           "pass e.g. --dir /tmp/spark-launch-testbed")
+        raise TestbedError(
+            f"state dir {str(root)!r} must be absolute, without spaces or quotes",
+            "pass e.g. --dir /tmp/spark-launch-testbed",
+        )

@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, cast
 
 from testbed import bed, model, vllm_env
 from testbed.errors import ExitStatus, TestbedError
@@ -56,9 +57,11 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         print(f"bridge: {'up' if info['bridge'] else 'absent'}")
-        for n in info["nodes"]:  # type: ignore[attr-defined]
-            print(f"{n['name']}: {'ok' if n['ok'] else 'DOWN'} ns={n['present']} "
-                  f"addr={','.join(n['addresses']) or '-'} sshd={n['sshd_pid'] or '-'}")
+        for n in cast("list[dict[str, Any]]", info["nodes"]):
+            print(
+                f"{n['name']}: {'ok' if n['ok'] else 'DOWN'} ns={n['present']} "
+                f"addr={','.join(n['addresses']) or '-'} sshd={n['sshd_pid'] or '-'}"
+            )
     return ExitStatus.OK if info["up"] else ExitStatus.NOT_UP
 
 
@@ -85,17 +88,33 @@ def _unbind(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per operation."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dir", type=lambda s: Path(s).absolute(), default=DEFAULT_DIR,
-                        help=f"state dir (default {DEFAULT_DIR})")
-    parser = argparse.ArgumentParser(prog="python -m testbed", description=__doc__)
+    common.add_argument(
+        "--dir",
+        type=lambda s: Path(s).absolute(),
+        default=DEFAULT_DIR,
+        help=f"state dir (default {DEFAULT_DIR})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m testbed",
+        description="A real multi-node test bed: namespaces, one sshd per node, a CPU vLLM.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("up", parents=[common], help="create or repair the bed (idempotent)")
     p.add_argument("--nodes", type=int, default=2, help=f"node count, 1 to {MAX_NODES}")
-    p.add_argument("--node-env", action="append", default=[], metavar="nodeI:NAME=VALUE",
-                   help="sshd SetEnv for one node (repeatable); omitted ones are removed")
+    p.add_argument(
+        "--node-env",
+        action="append",
+        default=[],
+        metavar="nodeI:NAME=VALUE",
+        help="sshd SetEnv for one node (repeatable); omitted ones are removed",
+    )
     p.add_argument("--no-vllm", action="store_true", help="skip the vLLM venv and model")
-    p.add_argument("--venv-wait", type=float, default=1800.0, help="seconds to wait for "
-                   "another process's venv build")
+    p.add_argument(
+        "--venv-wait",
+        type=float,
+        default=1800.0,
+        help="seconds to wait for another process's venv build",
+    )
     p.set_defaults(func=_up)
     sub.add_parser("down", parents=[common], help="remove everything").set_defaults(func=_down)
     p = sub.add_parser("status", parents=[common], help="show what is up")

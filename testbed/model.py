@@ -62,9 +62,7 @@ TOKENIZER_CONFIG: dict[str, object] = {
     "pad_token": "</s>",
     "model_max_length": 4096,
     "clean_up_tokenization_spaces": False,
-    "chat_template": (
-        "{% for m in messages %}{{ m['content'] }} {% endfor %}"
-    ),
+    "chat_template": ("{% for m in messages %}{{ m['content'] }} {% endfor %}"),
 }
 
 # Runs under the vLLM venv's python, which has the `tokenizers` package; argv[1] = out dir.
@@ -88,12 +86,14 @@ def write_model(model_dir: Path, python: Path) -> None:
         staged = Path(tmp)
         (staged / "config.json").write_text(_dump(CONFIG))
         (staged / "tokenizer_config.json").write_text(_dump(TOKENIZER_CONFIG))
-        proc = subprocess.run([str(python), "-c", _BUILD_TOKENIZER, tmp],
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [str(python), "-c", _BUILD_TOKENIZER, tmp], capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
-            raise TestbedError(f"building the tokenizer with {python} failed:\n"
-                               f"{proc.stderr.strip()[-800:]}",
-                               "the vLLM venv must have `tokenizers`; rebuild it")
+            raise TestbedError(
+                f"building the tokenizer with {python} failed:\n{proc.stderr.strip()[-800:]}",
+                "the vLLM venv must have `tokenizers`; rebuild it",
+            )
         for staged_file in staged.iterdir():
             _replace_if_changed(staged_file, model_dir / staged_file.name)
 

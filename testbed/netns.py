@@ -26,8 +26,21 @@ def ensure_node(node: Node) -> None:
     run([*ns, "link", "set", "lo", "up"])  # lo is down in a new namespace
     if not link_exists(node.veth):
         # Create the peer straight inside the namespace, already named eth0.
-        run(["ip", "link", "add", node.veth, "type", "veth",
-             "peer", "name", NODE_IFACE, "netns", node.namespace])
+        run(
+            [
+                "ip",
+                "link",
+                "add",
+                node.veth,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                NODE_IFACE,
+                "netns",
+                node.namespace,
+            ]
+        )
     run([*ns, "addr", "replace", f"{node.address}/{PREFIX_LEN}", "dev", NODE_IFACE])
     run([*ns, "link", "set", NODE_IFACE, "up"])
     run(["ip", "link", "set", node.veth, "master", BRIDGE, "up"])
@@ -58,8 +71,11 @@ def addresses(namespace: str, iface: str = NODE_IFACE) -> list[str]:
     proc = run(["ip", "-j", "-n", namespace, "-4", "addr", "show", iface], check=False)
     if proc.returncode != 0:
         return []
-    return [f"{a['local']}/{a['prefixlen']}"
-            for link in json.loads(proc.stdout or "[]") for a in link.get("addr_info", [])]
+    return [
+        f"{a['local']}/{a['prefixlen']}"
+        for link in json.loads(proc.stdout or "[]")
+        for a in link.get("addr_info", [])
+    ]
 
 
 def pids_in(namespace: str) -> list[int]:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from testbed.errors import TestbedError
@@ -19,6 +21,7 @@ _TOOLS = {
     "unshare": "util-linux",
     "nsenter": "util-linux",
 }
+LOCK = Path("/run/lock/spark-launch-testbed.lock")
 SSHD = Path("/usr/sbin/sshd")  # sshd refuses to run unless started by absolute path
 
 
@@ -94,7 +97,15 @@ def terminate(pids: Iterable[int], grace: float = 5.0) -> None:
 
 def _signal(pid: int, sig: signal.Signals) -> None:
     """Send sig, ignoring a pid that has already gone."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+
+
+@contextlib.contextmanager
+def machine_lock() -> Iterator[None]:
+    """Hold a machine-wide lock: the bridge and namespace names are global, so two
+    concurrent `up`/`down` runs (even with different --dir) would race on them."""
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield

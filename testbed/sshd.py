@@ -53,18 +53,22 @@ def render_ssh_config(layout: Layout) -> str:
     """Client config with one Host block per node, strict host keys against our file."""
     blocks = ["# Written by `python -m testbed up`; use with `ssh -F THIS node1`."]
     for node in layout.nodes:
-        blocks.append("\n".join([
-            f"Host {node.name}",
-            f"    HostName {node.address}",
-            "    Port 22",
-            "    User root",
-            f"    IdentityFile {layout.identity}",
-            "    IdentitiesOnly yes",
-            f"    UserKnownHostsFile {layout.known_hosts}",
-            "    StrictHostKeyChecking yes",
-            "    BatchMode yes",
-            "    ConnectTimeout 5",
-        ]))
+        blocks.append(
+            "\n".join(
+                [
+                    f"Host {node.name}",
+                    f"    HostName {node.address}",
+                    "    Port 22",
+                    "    User root",
+                    f"    IdentityFile {layout.identity}",
+                    "    IdentitiesOnly yes",
+                    f"    UserKnownHostsFile {layout.known_hosts}",
+                    "    StrictHostKeyChecking yes",
+                    "    BatchMode yes",
+                    "    ConnectTimeout 5",
+                ]
+            )
+        )
     return "\n\n".join(blocks) + "\n"
 
 
@@ -89,8 +93,7 @@ def pid_of(layout: Layout, node: Node) -> int | None:
 def stray_sshds(layout: Layout) -> list[int]:
     """Every live sshd started from a config under this bed's dir, pid file or not."""
     marker = f"{layout.root}/"
-    return [p for p in all_pids()
-            if alive(p) and _is_ours(p, None) and marker in " ".join(cmdline(p))]
+    return [p for p in all_pids() if alive(p) and _is_ours(p, None) and marker in " ".join(cmdline(p))]
 
 
 def start(layout: Layout, node: Node) -> None:
@@ -102,8 +105,23 @@ def start(layout: Layout, node: Node) -> None:
     layout.pid_file(node).unlink(missing_ok=True)
     # A private mount namespace per node lets a test bind-mount a file on this node only;
     # sshd then daemonizes, so unshare and `ip netns exec` return at once.
-    run(["ip", "netns", "exec", node.namespace, "unshare", "--mount", "--propagation",
-         "private", str(SSHD), "-f", str(config), "-E", str(layout.sshd_log(node))])
+    run(
+        [
+            "ip",
+            "netns",
+            "exec",
+            node.namespace,
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            str(SSHD),
+            "-f",
+            str(config),
+            "-E",
+            str(layout.sshd_log(node)),
+        ]
+    )
 
 
 def wait_ready(layout: Layout, node: Node, timeout: float = 10.0) -> int:
@@ -116,15 +134,16 @@ def wait_ready(layout: Layout, node: Node, timeout: float = 10.0) -> int:
         time.sleep(0.05)
     log = layout.sshd_log(node)
     tail = log.read_text()[-800:] if log.exists() else "(no log)"
-    raise TestbedError(f"sshd on {node.name} did not come up in {timeout:.0f}s; log:\n{tail}",
-                       f"see {log}; try `python -m testbed down` then `up`")
+    raise TestbedError(
+        f"sshd on {node.name} did not come up in {timeout:.0f}s; log:\n{tail}",
+        f"see {log}; try `python -m testbed down` then `up`",
+    )
 
 
-def stop(layout: Layout, node: Node) -> None:
-    """Stop the node's sshd listener if it runs."""
-    pid = pid_of(layout, node)
-    if pid is not None:
-        terminate([pid])
+def stop(layout: Layout, node: Node, namespace_pids: list[int]) -> None:
+    """Stop every sshd listener in the node's namespace, ours or one from another --dir."""
+    # A listener left by a bed with another state dir would hold port 22 and block ours.
+    terminate([p for p in namespace_pids if _is_ours(p, None)])
     layout.pid_file(node).unlink(missing_ok=True)
 
 

@@ -45,12 +45,13 @@ def ensure_venv(timeout: float = 1800.0) -> Path:
         raise TestbedError(f"{SCRIPT} not found", "run from a full spark-launch checkout")
     wait_for_other_build(expected_venv(), timeout)
     # The script prints only the path on stdout; its pip chatter goes to our stderr.
-    proc = subprocess.run(["bash", str(SCRIPT), VLLM_VERSION], stdout=subprocess.PIPE,
-                          text=True, check=False)
+    proc = subprocess.run(["bash", str(SCRIPT), VLLM_VERSION], stdout=subprocess.PIPE, text=True, check=False)
     venv = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
     if proc.returncode != 0 or venv is None or not (venv / "bin" / "vllm").exists():
-        raise TestbedError(f"building the vLLM {VLLM_VERSION} venv failed ({proc.returncode})",
-                           f"run `bash {SCRIPT} {VLLM_VERSION}` to see why")
+        raise TestbedError(
+            f"building the vLLM {VLLM_VERSION} venv failed ({proc.returncode})",
+            f"run `bash {SCRIPT} {VLLM_VERSION}` to see why",
+        )
     return venv
 
 
