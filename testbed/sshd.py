@@ -105,23 +105,8 @@ def start(layout: Layout, node: Node) -> None:
     layout.pid_file(node).unlink(missing_ok=True)
     # A private mount namespace per node lets a test bind-mount a file on this node only;
     # sshd then daemonizes, so unshare and `ip netns exec` return at once.
-    run(
-        [
-            "ip",
-            "netns",
-            "exec",
-            node.namespace,
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            str(SSHD),
-            "-f",
-            str(config),
-            "-E",
-            str(layout.sshd_log(node)),
-        ]
-    )
+    in_node = ["ip", "netns", "exec", node.namespace, "unshare", "--mount", "--propagation", "private"]
+    run([*in_node, str(SSHD), "-f", str(config), "-E", str(layout.sshd_log(node))])
 
 
 def wait_ready(layout: Layout, node: Node, timeout: float = 10.0) -> int:
