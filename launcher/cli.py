@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -85,6 +86,244 @@ def schema() -> None:
     from launcher.spec import spec_schema
 
     click.echo(json.dumps(spec_schema(), indent=2))
+
+
+SSH_CONFIG = click.option(
+    "--ssh-config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="ssh_config file to use (default: the spec's ssh_config, else ~/.ssh/config).",
+)
+JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
+
+
+class Printer:
+    """The CLI's Reporter: one line per change, so it reads well in a terminal and in a log."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.last: dict[str, str] = {}
+
+    def info(self, text: str) -> None:
+        """A line of progress, to stderr (stdout stays clean for --json)."""
+        if not self.quiet:
+            click.echo(text, err=True)
+
+    def stages(self, stages: dict[str, str], elapsed: float) -> None:
+        """Print each node whose stage changed."""
+        for node, stage in stages.items():
+            if self.last.get(node) != stage:
+                self.last[node] = stage
+                self.info(f"[{elapsed:5.1f}s] {node}: {stage}")
+
+
+def _cluster(spec_path: str, ssh_config: str | None) -> Any:
+    """Plan the spec and open an SSH executor onto its nodes (imports fabric only here)."""
+    from pathlib import Path
+
+    from launcher.cluster import Cluster
+    from launcher.loader import plan_file
+    from launcher.ssh import SshExecutor
+
+    spec, plan = plan_file(spec_path)
+    config = ssh_config or spec.ssh_config
+    if config and not Path(config).expanduser().is_absolute() and not ssh_config:
+        config = str(Path(spec_path).parent / config)
+    executor = SshExecutor({n.name: n.ssh for n in spec.nodes}, config)
+    return Cluster(spec, plan, executor)
+
+
+def _secret_values(names: Sequence[str]) -> dict[str, str]:
+    import os
+
+    missing = [n for n in names if n not in os.environ]
+    if missing:
+        raise SparkLaunchError(
+            f"secret(s) not set in this environment: {', '.join(missing)}",
+            f"export {missing[0]}=... where you run spark-launch (values never reach argv or logs)",
+        )
+    return {n: os.environ[n] for n in names}
+
+
+@cli.command()
+@SPEC
+@SSH_CONFIG
+@click.option(
+    "--timeout", type=float, default=900, show_default=True, help="Seconds to wait for the API to serve."
+)
+@click.option("--no-wait", is_flag=True, help="Start every rank and return without waiting.")
+@click.option("--replace", is_flag=True, help="Restart a cluster that runs a different plan.")
+@click.option("--dry-run", is_flag=True, help="Print the exact remote commands; run nothing.")
+@JSON
+def up(
+    spec: str,
+    ssh_config: str | None,
+    timeout: float,
+    no_wait: bool,
+    replace: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Start the cluster on every node and wait until it serves.
+
+    \b
+    Starts the planned command on every node over SSH, detached (own process group,
+    pid and log per node and run, state kept on the node), then follows every rank's log
+    (started, rendezvous, loading weights, KV cache, API up) and the head's /health
+    through the SSH connection. If a rank dies it says which, how and (for known
+    failures) why, and stops every node: a failed `up` leaves nothing running.
+    Already running with the same plan: nothing to do. Ctrl-C stops what was started.
+
+    \b
+    Examples:
+      spark-launch up configs/demo.yaml
+      spark-launch up cluster.yaml --dry-run
+      spark-launch up cluster.yaml --replace --timeout 1800
+    """
+    from launcher.lifecycle import UpOptions
+    from launcher.lifecycle import up as start
+
+    if dry_run:
+        from launcher.loader import plan_file
+        from launcher.views import dry_run_text
+
+        click.echo(dry_run_text(*plan_file(spec)))
+        return
+    cluster = _cluster(spec, ssh_config)
+    values = _secret_values(cluster.plan.nodes[0].secrets)
+    try:
+        result = start(
+            cluster,
+            values,
+            UpOptions(timeout=timeout, wait=not no_wait, replace=replace),
+            Printer(quiet=as_json),
+        )
+    finally:
+        cluster.executor.close()
+    click.echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
+
+
+@cli.command()
+@SPEC
+@SSH_CONFIG
+@click.option(
+    "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
+)
+def down(spec: str, ssh_config: str | None, grace: float) -> None:
+    """Stop the cluster on every node, and check nothing of ours is left.
+
+    \b
+    Stops every process group spark-launch started for this cluster (SIGTERM, then
+    SIGKILL after --grace), found by a marker in their environment: never a process that
+    is not ours. Safe to run twice, and after a crash.
+
+    \b
+    Example:
+      spark-launch down configs/demo.yaml
+    """
+    from launcher.lifecycle import down as stop
+
+    cluster = _cluster(spec, ssh_config)
+    try:
+        stop(cluster, grace, Printer())
+    finally:
+        cluster.executor.close()
+
+
+@cli.command()
+@SPEC
+@SSH_CONFIG
+@JSON
+def status(spec: str, ssh_config: str | None, as_json: bool) -> None:
+    """Show every node: running or not, pid, since when, which plan; the head's health.
+
+    \b
+    The plan is a hash of the rendered commands: a node running another plan than the
+    spec's (drift) is flagged. Exit 0 when the cluster runs the spec's plan, 1 otherwise.
+
+    \b
+    Examples:
+      spark-launch status configs/demo.yaml
+      spark-launch status cluster.yaml --json | jq .state
+    """
+    from launcher.observe import status as look
+    from launcher.observe import status_text
+
+    cluster = _cluster(spec, ssh_config)
+    try:
+        result = look(cluster)
+    finally:
+        cluster.executor.close()
+    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result))
+    if result.state != "running":
+        sys.exit(ExitStatus.FAILURE)
+
+
+@cli.command()
+@SPEC
+@SSH_CONFIG
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
+@click.option(
+    "-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first."
+)
+def logs(spec: str, ssh_config: str | None, follow: bool, nodes: tuple[str, ...], lines: int) -> None:
+    """Print the nodes' logs of the current run, each line prefixed by its node.
+
+    \b
+    Examples:
+      spark-launch logs configs/demo.yaml -n 100
+      spark-launch logs cluster.yaml -f --node spark-2
+    """
+    from launcher.observe import logs as show
+
+    cluster = _cluster(spec, ssh_config)
+    unknown = [n for n in nodes if n not in cluster.names]
+    if unknown:
+        raise SparkLaunchError(f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(cluster.names)}")
+    try:
+        show(cluster, list(nodes) or cluster.names, lines, follow, click.echo)
+    finally:
+        cluster.executor.close()
+
+
+@cli.command()
+@SPEC
+@SSH_CONFIG
+@JSON
+def verify(spec: str, ssh_config: str | None, as_json: bool) -> None:
+    """Prove the running cluster works: a completion, and prefix-cache hits that grow.
+
+    \b
+    Through the head's SSH connection: /v1/models, one completion, then (when the plan
+    has prefix caching on) the same fresh prompt of more than one block sent up to three
+    times, until vllm:prefix_cache_hits_total on /metrics grows by whole blocks. Prints
+    vllm:cache_config_info as the running server sees it. Exit 1 if a check fails.
+
+    \b
+    Example:
+      spark-launch verify configs/demo.yaml
+    """
+    from launcher.verify import verify as prove
+
+    cluster = _cluster(spec, ssh_config)
+    prefix = any(d.setting == "enable_prefix_caching" and d.value for d in cluster.plan.derived)
+    try:
+        result = prove(cluster, prefix)
+    finally:
+        cluster.executor.close()
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        for check in result.checks:
+            click.echo(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+        info = result.cache_config
+        keys = ("block_size", "mamba_block_size", "mamba_cache_mode", "enable_prefix_caching")
+        click.echo(
+            "cache config (vllm:cache_config_info): " + ", ".join(f"{k}={info.get(k, '?')}" for k in keys)
+        )
+    if not result.ok:
+        sys.exit(ExitStatus.FAILURE)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

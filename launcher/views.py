@@ -7,6 +7,7 @@ from typing import Any
 
 from launcher.plan import Plan
 from launcher.render import pretty_command, shell_words
+from launcher.spec import Spec
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
@@ -79,3 +80,30 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+def dry_run_text(spec: Spec, plan: Plan) -> str:
+    """`up --dry-run`: exactly what `up` would send to and run on each node."""
+    from launcher.remote import run_dir
+
+    out = [f"# up {plan.cluster}: plan {plan.digest}; nothing is run"]
+    for n in plan.nodes:
+        where = run_dir(plan.cluster, n.name)
+        job: dict[str, Any] = {
+            "cluster": plan.cluster,
+            "node": n.name,
+            "run_id": "<run id>",
+            "argv": list(n.argv),
+            "env": {**n.env, **dict.fromkeys(n.secrets, "<secret>")},
+            "digest": plan.digest,
+        }
+        out += [
+            "",
+            f"## {n.name} (ssh {n.ssh})",
+            f"umask 077; mkdir -p {where}/logs",
+            f"# sftp write {where}/run.json (mode 0600; the agent deletes it once started):",
+            json.dumps(job, indent=2),
+            f"python3 - start {where}    # the node agent (launcher/agent.py) on stdin; it runs, detached:",
+            "  " + shell_words([f"{k}={v}" for k, v in job["env"].items()] + list(n.argv)),
+        ]
+    return "\n".join(out)

@@ -1,0 +1,310 @@
+"""Bringing a cluster up and down: start every rank, watch them all, stop them all.
+
+`up` never leaves a half-started cluster behind: a rank that exits, a time-out or Ctrl-C
+stops every node it started. Only a lost SSH connection leaves the cluster running, since
+nothing can be stopped through it; `status` and `down` work again once it is back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.cluster import Cluster, Reporter, holder_is_stale, lock_holder, new_run_id
+from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.executor import NodeError
+from launcher.watch import STAGE_NAMES, Diagnosis, NodeWatch, diagnose
+
+API_UP = STAGE_NAMES.index("API up")
+POLL_SECONDS = 1.0
+LOST_AFTER_SECONDS = 20.0
+
+
+class ClusterBusy(SparkLaunchError):
+    """Another spark-launch holds the cluster's lock."""
+
+
+class PlanConflict(SparkLaunchError):
+    """The cluster runs something other than this plan."""
+
+
+class Interrupted(SparkLaunchError):
+    """Ctrl-C: what was started has been stopped."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+
+class StartupFailed(SparkLaunchError):
+    """A rank died, or the cluster did not serve in time; everything was stopped."""
+
+    def __init__(self, message: str, hint: str | None, details: list[str]) -> None:
+        super().__init__(message, hint)
+        self.details = details
+
+    def render(self) -> str:
+        """The failure, the evidence, then the hint."""
+        body = "\n".join([self.message, *self.details])
+        return body + (f"\n  hint: {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """How `up` behaves."""
+
+    timeout: float = 900.0
+    wait: bool = True
+    replace: bool = False
+    grace: float = 15.0
+
+
+@dataclass(frozen=True)
+class UpResult:
+    """What `up` did."""
+
+    started: bool
+    run_id: str | None
+    seconds: float
+    url: str
+    model: str | None
+    message: str
+
+
+def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
+    """Start the plan on every node and wait until the head serves (or fail cleanly)."""
+    holder = lock_holder("up")
+    _take_lock(cluster, holder)
+    try:
+        existing = _running(cluster)
+        if existing:
+            digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
+            if len(existing) == len(cluster.names) and digests == {cluster.plan.digest}:
+                return UpResult(
+                    False,
+                    None,
+                    0.0,
+                    _url(cluster),
+                    None,
+                    f"cluster {cluster.spec.name} already runs plan {cluster.plan.digest}: nothing to do",
+                )
+            if not options.replace:
+                raise PlanConflict(
+                    f"cluster {cluster.spec.name} is already running on {', '.join(sorted(existing))} "
+                    f"(plan {', '.join(sorted(digests)) or '?'}), and this plan is {cluster.plan.digest}",
+                    "`spark-launch up --replace` restarts it with this plan; `spark-launch down` stops it",
+                )
+            reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
+            stop_all(cluster, options.grace)
+        return _start_and_wait(cluster, secret_values, options, reporter)
+    finally:
+        cluster.agents[cluster.head.name].unlock(holder["token"])
+
+
+def _take_lock(cluster: Cluster, holder: dict[str, Any]) -> None:
+    agent = cluster.agents[cluster.head.name]
+    answer = agent.lock(holder)
+    if not answer["ok"] and holder_is_stale(answer.get("holder", {})):
+        agent.unlock("*")
+        answer = agent.lock(holder)
+    if not answer["ok"]:
+        other = answer.get("holder", {})
+        since = time.strftime("%H:%M:%S", time.localtime(other.get("since", 0)))
+        raise ClusterBusy(
+            f"cluster {cluster.spec.name} is busy: `{other.get('command', '?')}` by {other.get('user', '?')}@"
+            f"{other.get('host', '?')} (pid {other.get('pid', '?')}) since {since}",
+            "wait for it to finish; if that process is gone, remove ~/.spark-launch/"
+            f"{cluster.spec.name}/lock on {cluster.head.name}",
+        )
+
+
+def _running(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """Nodes with a live process of ours; an unreachable node is an error here."""
+    statuses = cluster.each(lambda agent: agent.status())
+    _raise_first(statuses)
+    return {name: s for name, s in statuses.items() if isinstance(s, dict) and s["alive"]}
+
+
+def _raise_first(results: dict[str, Any]) -> None:
+    for value in results.values():
+        if isinstance(value, SparkLaunchError):
+            raise value
+
+
+def _start_and_wait(
+    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter
+) -> UpResult:
+    run_id = new_run_id()
+    began = time.monotonic()
+    reporter.info(
+        f"starting {cluster.spec.name} (plan {cluster.plan.digest}, run {run_id}) "
+        f"on {len(cluster.names)} node(s)"
+    )
+    try:
+        started = cluster.each(lambda agent: agent.start(_job(cluster, agent.node, run_id, secret_values)))
+        failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError) or not s["ok"]}
+        if failed:
+            stop_all(cluster, options.grace)
+            name, why = next(iter(failed.items()))
+            reason = why.render() if isinstance(why, SparkLaunchError) else why.get("error")
+            raise StartupFailed(f"could not start on {name}: {reason}", "nothing was left running", [])
+        if not options.wait:
+            return UpResult(
+                True,
+                run_id,
+                time.monotonic() - began,
+                _url(cluster),
+                None,
+                f"started {cluster.spec.name} (not waiting: see `spark-launch status`)",
+            )
+        model = _wait(cluster, options, reporter, began)
+    except KeyboardInterrupt:
+        reporter.info("interrupted: stopping what was started")
+        stop_all(cluster, options.grace)
+        raise Interrupted("interrupted; every node was stopped") from None
+    seconds = time.monotonic() - began
+    return UpResult(
+        True,
+        run_id,
+        seconds,
+        _url(cluster),
+        model,
+        f"{cluster.spec.name} serves {model} at {_url(cluster)} ({seconds:.1f} s)",
+    )
+
+
+def _job(cluster: Cluster, node: str, run_id: str, secret_values: dict[str, str]) -> dict[str, Any]:
+    command = next(n for n in cluster.plan.nodes if n.name == node)
+    return {
+        "cluster": cluster.spec.name,
+        "node": node,
+        "run_id": run_id,
+        "argv": list(command.argv),
+        "env": {**command.env, **{k: secret_values[k] for k in command.secrets}},
+        "digest": cluster.plan.digest,
+    }
+
+
+def _url(cluster: Cluster) -> str:
+    return f"http://{cluster.head.address}:{cluster.api_port}/v1"
+
+
+def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float) -> str | None:
+    """Poll every node's log and liveness, and the head's /health, until it serves."""
+    watches = {n.name: NodeWatch(n.name, n.rank) for n in cluster.plan.nodes}
+    last_seen = {name: time.monotonic() for name in watches}
+    next_health = 0.0
+    while True:
+        statuses = cluster.each(lambda agent: agent.status(watches[agent.node].offset))
+        now = time.monotonic()
+        dead = []
+        for name, status in statuses.items():
+            if isinstance(status, SparkLaunchError):
+                if now - last_seen[name] > LOST_AFTER_SECONDS:
+                    raise NodeError(
+                        name,
+                        f"lost the SSH connection while waiting ({status.message})",
+                        "the cluster was left running: `spark-launch status` / `down` when it is back",
+                    )
+                continue
+            last_seen[name] = now
+            watches[name].feed(status.get("log", ""), status.get("log_size", watches[name].offset))
+            if not status["alive"]:
+                dead.append((name, status.get("exit_code")))
+        reporter.stages({n: w.stage_name for n, w in watches.items()}, now - began)
+        if dead:
+            _fail(cluster, watches, dead, options, now - began)
+        if now >= next_health or watches[cluster.head.name].stage >= API_UP:
+            next_health = now + 5
+            if _healthy(cluster):
+                return _served_model(cluster)
+        if now - began > options.timeout:
+            stop_all(cluster, options.grace)
+            where = ", ".join(f"{n} at '{w.stage_name}'" for n, w in watches.items())
+            raise StartupFailed(
+                f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where})",
+                "everything was stopped; `spark-launch logs` shows why, or raise --timeout",
+                [],
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def _healthy(cluster: Cluster) -> bool:
+    try:
+        status, _ = cluster.http("GET", "/health", timeout=5)
+    except NodeError:
+        return False
+    return status == 200
+
+
+def _served_model(cluster: Cluster) -> str | None:
+    try:
+        _, body = cluster.http("GET", "/v1/models", timeout=10)
+        return str(json.loads(body)["data"][0]["id"])
+    except (NodeError, ValueError, KeyError, IndexError):
+        return None
+
+
+def _fail(
+    cluster: Cluster,
+    watches: dict[str, NodeWatch],
+    dead: list[tuple[str, int | None]],
+    options: UpOptions,
+    elapsed: float,
+) -> None:
+    """A rank exited: stop everything, then say which, how, and (when known) why."""
+    stop_all(cluster, options.grace)
+    name, code = dead[0]
+    watch = watches[name]
+    found: Diagnosis | None = diagnose(watch.text, code)
+    for other in watches.values():  # the cause may be in another rank's log
+        found = found or diagnose(other.text)
+    details = [f"  last lines of {name}'s log:", *(f"    {line[:240]}" for line in watch.tail[-15:])]
+    if found:
+        details += [f"  diagnosis: {found.title}", f"  evidence:  {found.evidence}"]
+    raise StartupFailed(
+        f"{name} (rank {watch.rank}) exited with status {code} after {elapsed:.0f} s, "
+        f"at '{watch.stage_name}'; "
+        "every node was stopped",
+        found.hint if found else "`spark-launch logs SPEC -n 200` shows the whole log",
+        details,
+    )
+
+
+@dataclass(frozen=True)
+class DownResult:
+    """What `down` found and stopped on each node."""
+
+    per_node: dict[str, dict[str, Any]]
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing of ours is left on any node."""
+        return all(r.get("remaining", 1) == 0 for r in self.per_node.values())
+
+
+def stop_all(cluster: Cluster, grace: float) -> DownResult:
+    """Stop every process of ours on every node at once; unreachable nodes are errors."""
+    results = cluster.each(lambda agent: agent.stop(grace))
+    _raise_first(results)
+    return DownResult({n: r for n, r in results.items() if isinstance(r, dict)})
+
+
+def down(cluster: Cluster, grace: float, reporter: Reporter) -> DownResult:
+    """Stop the cluster everywhere and check that nothing of ours is left."""
+    result = stop_all(cluster, grace)
+    for name, r in result.per_node.items():
+        what = (
+            (
+                f"stopped {r['found']} process(es) in {r['groups']} group(s)"
+                + (f", {r['killed']} needed SIGKILL" if r["killed"] else "")
+            )
+            if r["found"]
+            else "nothing running"
+        )
+        reporter.info(
+            f"{name}: {what}" + ("" if r["remaining"] == 0 else f"; {r['remaining']} STILL RUNNING")
+        )
+    if not result.clean:
+        raise SparkLaunchError("some processes survived SIGKILL", "look at them with ps on the node")
+    return result
