@@ -241,7 +241,7 @@ def unlock(directory: str, token: str) -> None:
 
 def main(argv: list[str]) -> None:
     """Dispatch one operation."""
-    op, directory, rest = argv[0], os.path.expanduser(argv[1]), argv[2:]
+    op, directory, rest = argv[0], os.path.abspath(os.path.expanduser(argv[1])), argv[2:]
     if op == "start":
         start(directory)
     elif op == "status":

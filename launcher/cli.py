@@ -100,14 +100,12 @@ JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as
 class Printer:
     """The CLI's Reporter: one line per change, so it reads well in a terminal and in a log."""
 
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
+    def __init__(self) -> None:
         self.last: dict[str, str] = {}
 
     def info(self, text: str) -> None:
         """A line of progress, to stderr (stdout stays clean for --json)."""
-        if not self.quiet:
-            click.echo(text, err=True)
+        click.echo(text, err=True)
 
     def stages(self, stages: dict[str, str], elapsed: float) -> None:
         """Print each node whose stage changed."""
@@ -196,7 +194,7 @@ def up(
             cluster,
             values,
             UpOptions(timeout=timeout, wait=not no_wait, replace=replace),
-            Printer(quiet=as_json),
+            Printer(),
         )
     finally:
         cluster.executor.close()

@@ -62,6 +62,11 @@ KNOWN_FAILURES: tuple[Known, ...] = (
         "check `interface` (NCCL_SOCKET_IFNAME) and `hca` (NCCL_IB_HCA) of each node, and the RoCE link",
     ),
     Known(
+        re.compile(r"Cannot assign requested address"),
+        "a node does not hold the address the spec gives it",
+        "each node's `address` must be an IP on its `interface` (it becomes VLLM_HOST_IP)",
+    ),
+    Known(
         re.compile(r"[Aa]ddress already in use|Errno 98|port \d+ is (already )?in use"),
         "a port is already in use on the node",
         "stop what holds it (ss -ltnp), or change serve.port / serve.master_port",

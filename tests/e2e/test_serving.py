@@ -1,0 +1,162 @@
+"""One real tensor-parallel-2 vLLM pair on the test bed, shared by every test that can:
+up, status, logs, verify (prefix-cache hits grow), idempotence, refusals, secrets, down."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import NAMESPACES, cli, marked_processes, spec_file
+
+pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
+
+SECRET = "sk-planted-" + secrets.token_hex(8)
+RUN_ROOT = Path.home() / ".spark-launch" / "demo"
+
+
+@pytest.fixture(scope="module")
+def served(testbed: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """`spark-launch up` of the demo (with a planted secret), for the whole module."""
+    spec = spec_file(tmp_path_factory.mktemp("serving"), secrets=["SPARK_DEMO_TOKEN"])
+    env = {"SPARK_DEMO_TOKEN": SECRET}
+    cli("down", spec, "--grace", "5")
+    began = time.monotonic()
+    done = cli("up", spec, "--json", env=env, timeout=900)
+    seconds = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    yield {"spec": spec, "env": env, "up": done, "up_seconds": seconds, "result": json.loads(done.stdout)}
+    cli("down", spec, "--grace", "5")
+
+
+def test_up_serves_the_model(served: dict[str, Any]) -> None:
+    result = served["result"]
+    assert result["started"] is True and result["model"] == "tiny-qwen3-next"
+    assert result["url"] == "http://10.99.0.1:8000/v1"
+    stages = served["up"].stderr
+    for stage in ("node1: rendezvous", "node2: loading weights", "node1: API up"):
+        assert stage in stages
+    print(f"\nup -> healthy: {served['up_seconds']:.1f} s wall, {result['seconds']:.1f} s measured by up")
+
+
+def test_status_shows_both_ranks_running_the_spec_plan(served: dict[str, Any]) -> None:
+    done = cli("status", served["spec"], "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    status = json.loads(done.stdout)
+    assert status["state"] == "running" and status["health"] == 200 and status["model"] == "tiny-qwen3-next"
+    assert [(n["name"], n["rank"], n["running"], n["plan_matches"]) for n in status["nodes"]] == [
+        ("node1", 0, True, True),
+        ("node2", 1, True, True),
+    ]
+    assert all(n["pid"] and n["processes"] >= 2 for n in status["nodes"])
+
+
+def test_logs_are_prefixed_by_node(served: dict[str, Any]) -> None:
+    done = cli("logs", served["spec"], "-n", "5")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len([x for x in lines if x.startswith("node1 | ")]) == 5
+    assert len([x for x in lines if x.startswith("node2 | ")]) == 5
+    only = cli("logs", served["spec"], "-n", "2", "--node", "node2").stdout.splitlines()
+    assert len(only) == 2 and all(x.startswith("node2 | ") for x in only)
+
+
+def test_verify_proves_completion_and_prefix_cache_hits(served: dict[str, Any]) -> None:
+    done = cli("verify", served["spec"], "--json", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout)
+    assert {c["name"]: c["ok"] for c in result["checks"]} == {
+        "models": True,
+        "completion": True,
+        "prefix cache": True,
+    }
+    hits = result["prefix_cache_hits_after_each_send"]
+    assert hits[-1] > 0 and hits[-1] % int(result["cache_config"]["block_size"]) == 0
+    assert result["cache_config"]["mamba_cache_mode"] == "align"
+    assert result["cache_config"]["enable_prefix_caching"] == "True"
+
+
+def test_up_again_with_the_same_plan_does_nothing(served: dict[str, Any]) -> None:
+    done = cli("up", served["spec"], env=served["env"])
+    assert done.returncode == 0 and "nothing to do" in done.stdout
+
+
+def test_up_with_another_plan_is_refused_without_replace(served: dict[str, Any], tmp_path: Path) -> None:
+    other = spec_file(tmp_path, serve={"max_model_len": 256}, secrets=["SPARK_DEMO_TOKEN"])
+    done = cli("up", other, env=served["env"])
+    assert done.returncode == 1
+    assert "already running" in done.stderr and "--replace" in done.stderr
+    assert json.loads(cli("status", served["spec"], "--json").stdout)["state"] == "running"
+    assert cli("status", other).returncode == 1  # drift: the nodes run another plan than this spec's
+
+
+def test_a_second_up_at_once_is_refused(served: dict[str, Any]) -> None:
+    lock = RUN_ROOT / "lock"
+    lock.mkdir()
+    (lock / "holder.json").write_text(
+        json.dumps(
+            {
+                "token": "x",
+                "host": "elsewhere",
+                "pid": 1,
+                "command": "up",
+                "user": "ops",
+                "since": time.time(),
+            }
+        )
+    )
+    try:
+        done = cli("up", served["spec"], env=served["env"])
+    finally:
+        (lock / "holder.json").unlink()
+        lock.rmdir()
+    assert done.returncode == 1 and "is busy: `up` by ops@elsewhere" in done.stderr
+
+
+def test_the_secret_reaches_vllm_and_nowhere_else(served: dict[str, Any]) -> None:
+    pids = marked_processes()
+    assert any(SECRET.encode() in Path(f"/proc/{p}/environ").read_bytes() for p in pids)  # delivered
+    for ns in NAMESPACES.values():
+        ps = subprocess.run(["ip", "netns", "exec", ns, "ps", "-eo", "args"], capture_output=True, text=True)
+        assert SECRET not in ps.stdout
+    files = [p for p in RUN_ROOT.rglob("*") if p.is_file()]
+    assert files and not any(SECRET.encode() in p.read_bytes() for p in files)
+    assert not list(RUN_ROOT.rglob("run.json"))
+    outputs = [served["up"].stdout, served["up"].stderr]
+    for args in (
+        ("status", served["spec"]),
+        ("logs", served["spec"], "-n", "400"),
+        ("plan", served["spec"], "--json"),
+        ("up", served["spec"], "--dry-run"),
+    ):
+        done = cli(*args, env=served["env"])
+        outputs += [done.stdout, done.stderr]
+    assert not any(SECRET in text for text in outputs)
+
+
+def test_down_stops_ours_only_and_is_safe_twice(served: dict[str, Any]) -> None:
+    # An unrelated vLLM-looking process on node1: down must leave it alone.
+    stranger = subprocess.Popen(
+        ["ip", "netns", "exec", "sl-node1", "bash", "-c", "exec -a 'vllm serve other' sleep 300"]
+    )
+    try:
+        time.sleep(0.5)
+        assert marked_processes()
+        began = time.monotonic()
+        done = cli("down", served["spec"])
+        print(f"\ndown: {time.monotonic() - began:.1f} s")
+        assert done.returncode == 0, done.stderr
+        assert "node1: stopped" in done.stderr and "node2: stopped" in done.stderr
+        assert marked_processes() == []
+        assert stranger.poll() is None
+        again = cli("down", served["spec"])
+        assert again.returncode == 0 and "nothing running" in again.stderr
+        assert json.loads(cli("status", served["spec"], "--json").stdout)["state"] == "stopped"
+    finally:
+        stranger.kill()
