@@ -123,7 +123,9 @@ def test_the_secret_reaches_vllm_and_nowhere_else(served: dict[str, Any]) -> Non
     pids = marked_processes()
     assert any(SECRET.encode() in Path(f"/proc/{p}/environ").read_bytes() for p in pids)  # delivered
     for ns in NAMESPACES.values():
-        ps = subprocess.run(["ip", "netns", "exec", ns, "ps", "-eo", "args"], capture_output=True, text=True)
+        ps = subprocess.run(
+            ["ip", "netns", "exec", ns, "ps", "-eo", "args"], capture_output=True, text=True, check=True
+        )
         assert SECRET not in ps.stdout
     files = [p for p in RUN_ROOT.rglob("*") if p.is_file()]
     assert files and not any(SECRET.encode() in p.read_bytes() for p in files)
