@@ -254,6 +254,7 @@ def _fail(
 ) -> None:
     """A rank exited: stop everything, then say which, how, and (when known) why."""
     stop_all(cluster, options.grace)
+    _drain(cluster, watches)
     name, code = dead[0]
     watch = watches[name]
     found: Diagnosis | None = diagnose(watch.text, code)
@@ -269,6 +270,19 @@ def _fail(
         found.hint if found else "`spark-launch logs SPEC -n 200` shows the whole log",
         details,
     )
+
+
+def _drain(cluster: Cluster, watches: dict[str, NodeWatch], rounds: int = 40) -> None:
+    """Read every node's log to its end (a dying rank writes a lot at the last moment)."""
+    for name, watch in watches.items():
+        for _ in range(rounds):
+            try:
+                status = cluster.agents[name].status(watch.offset)
+            except SparkLaunchError:
+                break
+            if not status.get("log"):
+                break
+            watch.feed(status["log"], status["log_size"])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,136 @@
+"""Start-up failures, each caused for real on the test bed: `up` must say which node, how
+and why, within seconds, and leave nothing running. One vLLM pair at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from launcher.cluster import Cluster, Silent
+from launcher.lifecycle import StartupFailed, UpOptions, up
+from launcher.loader import plan_file
+from launcher.ssh import SshExecutor
+from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file, start_cli, wait_for_line
+
+pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
+
+
+def test_hand_split_prefix_caching_dies_with_the_kv_spec_assertion(clean_demo: None) -> None:
+    """The field failure, reproduced: node2 started with prefix caching off, all else equal.
+    (test_serving shows spark-launch's own commands for this same deployment serving.)"""
+    spec, plan = plan_file(DEMO)
+    worker = plan.nodes[1]
+    split = tuple(
+        "--no-enable-prefix-caching" if a == "--enable-prefix-caching" else a
+        for a in worker.argv
+        if not a.startswith("--mamba-cache-mode")
+    )
+    tampered = dataclasses.replace(plan, nodes=(plan.nodes[0], dataclasses.replace(worker, argv=split)))
+    cluster = Cluster(
+        spec, tampered, SshExecutor({n.name: n.ssh for n in spec.nodes}, str(BED / "ssh_config"))
+    )
+    try:
+        with pytest.raises(StartupFailed) as caught:
+            up(cluster, {}, UpOptions(timeout=300, grace=5), Silent())
+    finally:
+        cluster.executor.close()
+    text = caught.value.render()
+    assert "node1 (rank 0) exited" in text
+    assert "KV cache specs for the same layer are different across workers" in text
+    assert "the nodes derived different KV cache specs" in text
+    assert marked_processes() == []  # the headless node, which never fails by itself, was stopped too
+
+
+def test_a_dying_rank_is_reported_within_seconds_and_everything_stops(clean_demo: None) -> None:
+    proc = start_cli("up", DEMO)
+    wait_for_line(proc, "node2: loading weights")
+    state = json.loads((Path.home() / ".spark-launch/demo/node2/state.json").read_text())
+    killed = time.monotonic()
+    subprocess.run(["kill", "-KILL", "--", f"-{state['pgid']}"], check=True)
+    _, err = proc.communicate(timeout=120)
+    reported = time.monotonic() - killed
+    print(f"\nrank death -> failure reported and cluster stopped: {reported:.1f} s")
+    assert proc.returncode == 1
+    assert "node2 (rank 1) exited" in err and "every node was stopped" in err
+    assert reported < 30
+    assert marked_processes() == []
+
+
+def test_ctrl_c_during_up_stops_what_was_started(clean_demo: None) -> None:
+    proc = start_cli("up", DEMO)
+    wait_for_line(proc, "rendezvous")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert marked_processes() == []
+
+
+def test_losing_ssh_while_waiting_leaves_the_cluster_running(clean_demo: None) -> None:
+    proc = start_cli("up", DEMO)
+    wait_for_line(proc, "node2: configuring")
+    sshd = subprocess.run(["ip", "netns", "pids", "sl-node2"], capture_output=True, text=True, check=True)
+    for pid in sshd.stdout.split():
+        if "sshd" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+            subprocess.run(["kill", "-KILL", pid], check=False)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 4, err
+    assert "node node2: lost the SSH connection while waiting" in err and "left running" in err
+    assert marked_processes()  # nothing was stopped behind the user's back
+    subprocess.run(["python", "-m", "testbed", "up"], check=True, capture_output=True)  # sshd back
+    assert cli("status", DEMO).returncode in (0, 1)
+    assert cli("down", DEMO).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("changes", "failing", "diagnosis"),
+    [
+        (
+            {"nodes": {0: {"interface": "lo"}, 1: {"interface": "lo"}}},
+            "node2 (rank 1)",
+            "Gloo could not connect the nodes",
+        ),
+        ({"nodes": {1: {"address": "10.99.0.7"}}}, "node2 (rank 1)", "does not hold the address"),
+        ({"model": {"path": "/tmp/spark-launch-testbed/no-such-model"}}, "(rank", "model was not found"),
+    ],
+    ids=["gloo-wrong-interface", "address-not-on-node", "model-missing"],
+)
+def test_known_failures_are_diagnosed(
+    clean_demo: None, tmp_path: Path, changes: dict[str, object], failing: str, diagnosis: str
+) -> None:
+    done = cli("up", spec_file(tmp_path, **changes), timeout=300)
+    assert done.returncode == 1, done.stderr
+    found = [line for line in done.stderr.splitlines() if line.strip().startswith("diagnosis:")]
+    assert failing in done.stderr and found and diagnosis in found[0], done.stderr
+    assert "every node was stopped" in done.stderr
+    assert marked_processes() == []
+
+
+def test_port_in_use_is_diagnosed(clean_demo: None) -> None:
+    holder = subprocess.Popen(
+        ["ip", "netns", "exec", "sl-node1", "python3", "-m", "http.server", "8000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(1)
+        done = cli("up", DEMO, timeout=300)
+    finally:
+        holder.kill()
+    assert done.returncode == 1
+    assert "node1 (rank 0) exited with status 1" in done.stderr
+    assert "diagnosis: a port is already in use on the node" in done.stderr
+    assert marked_processes() == []
+
+
+def test_timeout_stops_everything(clean_demo: None) -> None:
+    done = cli("up", DEMO, "--timeout", "5", timeout=120)
+    assert done.returncode == 1
+    assert "did not serve within 5 s" in done.stderr
+    assert marked_processes() == []
