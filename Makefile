@@ -55,7 +55,24 @@ testbed: install system-deps                        ## the two-node test bed (ro
 testbed-down:
 	$(BIN)/python -m testbed down
 
-demo: testbed                                       ## the test bed, then the demo cluster's plan
-	$(BIN)/spark-launch plan configs/demo.yaml
+demo: testbed                                       ## the test bed, then a real TP-2 vLLM across it, proven
+	$(BIN)/spark-launch up configs/demo.yaml && $(BIN)/spark-launch verify configs/demo.yaml
 
-demo-down: testbed-down
+demo-down:                                          ## stop the demo cluster and remove the test bed
+	-$(BIN)/spark-launch down configs/demo.yaml
+	$(BIN)/python -m testbed down
+
+up: install                                         ## make up SPEC=cluster.yaml
+	$(BIN)/spark-launch up $(SPEC)
+
+down: install
+	$(BIN)/spark-launch down $(SPEC)
+
+status: install
+	$(BIN)/spark-launch status $(SPEC)
+
+logs: install
+	$(BIN)/spark-launch logs $(SPEC) -n 100
+
+verify: install
+	$(BIN)/spark-launch verify $(SPEC)

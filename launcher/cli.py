@@ -152,6 +152,8 @@ def _secret_values(names: Sequence[str]) -> dict[str, str]:
 @click.option("--no-wait", is_flag=True, help="Start every rank and return without waiting.")
 @click.option("--replace", is_flag=True, help="Restart a cluster that runs a different plan.")
 @click.option("--dry-run", is_flag=True, help="Print the exact remote commands; run nothing.")
+@click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
+@click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
 @JSON
 def up(
     spec: str,
@@ -160,12 +162,15 @@ def up(
     no_wait: bool,
     replace: bool,
     dry_run: bool,
+    skip_check: bool,
+    no_probe: bool,
     as_json: bool,
 ) -> None:
     """Start the cluster on every node and wait until it serves.
 
     \b
-    Starts the planned command on every node over SSH, detached (own process group,
+    First runs `check` (see `spark-launch check --help`) and refuses to start nodes that
+    are not alike. Then starts the planned command on every node over SSH, detached (own process group,
     pid and log per node and run, state kept on the node), then follows every rank's log
     (started, rendezvous, loading weights, KV cache, API up) and the head's /health
     through the SSH connection. If a rank dies it says which, how and (for known
@@ -177,6 +182,7 @@ def up(
       spark-launch up configs/demo.yaml
       spark-launch up cluster.yaml --dry-run
       spark-launch up cluster.yaml --replace --timeout 1800
+      spark-launch up cluster.yaml --skip-check    # not recommended
     """
     from launcher.lifecycle import UpOptions
     from launcher.lifecycle import up as start
@@ -193,12 +199,64 @@ def up(
         result = start(
             cluster,
             values,
-            UpOptions(timeout=timeout, wait=not no_wait, replace=replace),
+            UpOptions(
+                timeout=timeout, wait=not no_wait, replace=replace, check=not skip_check, probe=not no_probe
+            ),
             Printer(),
         )
     finally:
         cluster.executor.close()
     click.echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
+
+
+@cli.command()
+@SPEC
+@SSH_CONFIG
+@click.option(
+    "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
+)
+@JSON
+def check(spec: str, ssh_config: str | None, no_probe: bool, as_json: bool) -> None:
+    """Prove the nodes are alike before loading a single weight.
+
+    \b
+    Asks every node at once, over one SSH connection each, and compares in one table:
+      vllm     the binary, release (= the spec's), build fingerprint, commit, python, torch
+      model    the path exists; config.json and tokenizer files hashed; weights by size
+               (files up to 16 MiB hashed too)
+      env      every VLLM_/NCCL_/GLOO_/HF_/CUDA_ variable vLLM will inherit (secrets hashed),
+               equal except the per-node network ones
+      network  interface exists and holds the address; API and master port free on the
+               head; a real TCP connection from every worker to the head's master port
+      host     GPUs (nvidia-smi) and free memory against the weights (reported, warns)
+      probe    each node's own vLLM runs create_engine_config() on exactly its planned argv
+               and env, no weights loaded: the derived settings must agree, and match the plan
+    Exit 0 when alike, 3 when the nodes disagree, 4 when a node cannot be reached.
+
+    \b
+    Examples:
+      spark-launch check configs/demo.yaml
+      spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
+    """
+    from dataclasses import asdict
+
+    from launcher.check import NodesDisagree, report_text, run_check
+
+    cluster = _cluster(spec, ssh_config)
+    try:
+        report = run_check(cluster, probe=not no_probe)
+    finally:
+        cluster.executor.close()
+    if as_json:
+        rows = [asdict(r) for r in report.rows]
+        click.echo(json.dumps({"ok": report.ok, "nodes": report.nodes, "rows": rows}, indent=2, default=str))
+        if not report.ok:
+            sys.exit(NodesDisagree(report, "").exit_status)
+        return
+    text = report_text(report)
+    if not report.ok:
+        raise NodesDisagree(report, text)
+    click.echo(text)
 
 
 @cli.command()
@@ -329,10 +387,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except SparkLaunchError as exc:
-        click.echo(
-            f"spark-launch: {exc.render()}" if exc.exit_status != ExitStatus.BAD_SPEC else exc.render(),
-            err=True,
-        )
+        click.echo(f"spark-launch: {exc.render()}" if exc.prefixed else exc.render(), err=True)
         sys.exit(exc.exit_status)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

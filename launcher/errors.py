@@ -22,6 +22,8 @@ class SparkLaunchError(Exception):
     """Base of every error a user may see: a message, a hint, an exit status."""
 
     exit_status = ExitStatus.FAILURE
+    # Shown as "spark-launch: <message>"; errors that print a located report set this False.
+    prefixed = True
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(message)
@@ -54,6 +56,7 @@ class SpecError(SparkLaunchError):
     """A spec that cannot be planned; carries every problem found, each located."""
 
     exit_status = ExitStatus.BAD_SPEC
+    prefixed = False
 
     def __init__(
         self, filename: str, problems: Sequence[Problem], lines: dict[tuple[str | int, ...], int]

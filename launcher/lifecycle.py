@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.check import NodesDisagree, report_text, run_check
 from launcher.cluster import Cluster, Reporter, holder_is_stale, lock_holder, new_run_id
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.executor import NodeError
@@ -57,6 +58,8 @@ class UpOptions:
     wait: bool = True
     replace: bool = False
     grace: float = 15.0
+    check: bool = True
+    probe: bool = True
 
 
 @dataclass(frozen=True)
@@ -96,9 +99,27 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
                 )
             reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
             stop_all(cluster, options.grace)
+        _check_first(cluster, options, reporter)
         return _start_and_wait(cluster, secret_values, options, reporter)
     finally:
         cluster.agents[cluster.head.name].unlock(holder["token"])
+
+
+def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> None:
+    """Refuse to start nodes that are not alike (the whole point: fail before loading weights)."""
+    if not options.check:
+        reporter.info(
+            "WARNING: --skip-check: starting without checking that the nodes are alike; a "
+            "difference may only show after the weights load, or as a hang"
+        )
+        return
+    probing = " (each node's own vLLM resolving its command)" if options.probe else ""
+    reporter.info(f"checking the nodes{probing}")
+    report = run_check(cluster, probe=options.probe)
+    text = report_text(report)
+    if not report.ok:
+        raise NodesDisagree(report, text)
+    reporter.info(text)
 
 
 def _take_lock(cluster: Cluster, holder: dict[str, Any]) -> None:

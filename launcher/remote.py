@@ -57,13 +57,16 @@ class Agent:
         """Stop every process of ours on the node (TERM, then KILL after `grace` s)."""
         return self.call("stop", str(grace), timeout=grace + 30)
 
-    def logs(self, lines: int, follow: bool, on_line: Callable[[str], None]) -> None:
-        """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
-        command = (
-            f"{self.python} - {shlex.join(['logs', self.dir, str(lines), *(['follow'] if follow else [])])}"
-        )
+    def stream(self, op: str, *args: str, on_line: Callable[[str], None]) -> None:
+        """Run an agent operation whose output comes line by line (the source goes in a heredoc,
+        since a streamed command's stdin is closed at once)."""
+        command = f"{self.python} - {shlex.join([op, self.dir, *args])}"
         wrapped = f"{command} <<'SPARK_LAUNCH_AGENT'\n{AGENT_SOURCE}\nSPARK_LAUNCH_AGENT"
         self.executor.stream(self.node, wrapped, on_line)
+
+    def logs(self, lines: int, follow: bool, on_line: Callable[[str], None]) -> None:
+        """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
+        self.stream("logs", str(lines), *(["follow"] if follow else []), on_line=on_line)
 
     def lock(self, holder: dict[str, Any]) -> dict[str, Any]:
         """Take the cluster lock (kept beside this node's run directory)."""

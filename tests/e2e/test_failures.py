@@ -1,5 +1,8 @@
 """Start-up failures, each caused for real on the test bed: `up` must say which node, how
-and why, within seconds, and leave nothing running. One vLLM pair at a time."""
+and why, within seconds, and leave nothing running. One vLLM pair at a time.
+
+These test what `up` does once vLLM runs, so they pass --skip-check: `check` would refuse
+most of these deployments before starting anything (tests/e2e/test_check.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ def test_hand_split_prefix_caching_dies_with_the_kv_spec_assertion(clean_demo: N
     )
     try:
         with pytest.raises(StartupFailed) as caught:
-            up(cluster, {}, UpOptions(timeout=300, grace=5), Silent())
+            up(cluster, {}, UpOptions(timeout=300, grace=5, check=False), Silent())
     finally:
         cluster.executor.close()
     text = caught.value.render()
@@ -48,7 +51,7 @@ def test_hand_split_prefix_caching_dies_with_the_kv_spec_assertion(clean_demo: N
 
 
 def test_a_dying_rank_is_reported_within_seconds_and_everything_stops(clean_demo: None) -> None:
-    proc = start_cli("up", DEMO)
+    proc = start_cli("up", DEMO, "--skip-check")
     wait_for_line(proc, "node2: loading weights")
     state = json.loads((Path.home() / ".spark-launch/demo/node2/state.json").read_text())
     killed = time.monotonic()
@@ -63,7 +66,7 @@ def test_a_dying_rank_is_reported_within_seconds_and_everything_stops(clean_demo
 
 
 def test_ctrl_c_during_up_stops_what_was_started(clean_demo: None) -> None:
-    proc = start_cli("up", DEMO)
+    proc = start_cli("up", DEMO, "--skip-check")
     wait_for_line(proc, "rendezvous")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
@@ -73,7 +76,7 @@ def test_ctrl_c_during_up_stops_what_was_started(clean_demo: None) -> None:
 
 
 def test_losing_ssh_while_waiting_leaves_the_cluster_running(clean_demo: None) -> None:
-    proc = start_cli("up", DEMO)
+    proc = start_cli("up", DEMO, "--skip-check")
     wait_for_line(proc, "node2: configuring")
     sshd = subprocess.run(["ip", "netns", "pids", "sl-node2"], capture_output=True, text=True, check=True)
     for pid in sshd.stdout.split():
@@ -104,7 +107,7 @@ def test_losing_ssh_while_waiting_leaves_the_cluster_running(clean_demo: None) -
 def test_known_failures_are_diagnosed(
     clean_demo: None, tmp_path: Path, changes: dict[str, object], failing: str, diagnosis: str
 ) -> None:
-    done = cli("up", spec_file(tmp_path, **changes), timeout=300)
+    done = cli("up", spec_file(tmp_path, **changes), "--skip-check", timeout=300)
     assert done.returncode == 1, done.stderr
     found = [line for line in done.stderr.splitlines() if line.strip().startswith("diagnosis:")]
     assert failing in done.stderr and found and diagnosis in found[0], done.stderr
@@ -120,7 +123,7 @@ def test_port_in_use_is_diagnosed(clean_demo: None) -> None:
     )
     try:
         time.sleep(1)
-        done = cli("up", DEMO, timeout=300)
+        done = cli("up", DEMO, "--skip-check", timeout=300)
     finally:
         holder.kill()
     assert done.returncode == 1
@@ -130,7 +133,7 @@ def test_port_in_use_is_diagnosed(clean_demo: None) -> None:
 
 
 def test_timeout_stops_everything(clean_demo: None) -> None:
-    done = cli("up", DEMO, "--timeout", "5", timeout=120)
+    done = cli("up", DEMO, "--skip-check", "--timeout", "5", timeout=120)
     assert done.returncode == 1
     assert "did not serve within 5 s" in done.stderr
     assert marked_processes() == []

@@ -1,0 +1,173 @@
+"""`check` on the real test bed: alike nodes pass; each divergence, injected for real on
+node2 only (its own mount namespace, its own sshd environment), is caught before anything
+starts, naming the node, the setting, both values and the fix. `up` refuses the same way."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file
+
+pytestmark = pytest.mark.testbed
+VLLM = Path((BED / "vllm").resolve() if (BED / "vllm").exists() else BED / "vllm")
+
+
+def run_bed(*args: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "testbed", *args], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+
+
+@contextmanager
+def on_node2(source: Path, target: Path) -> Iterator[None]:
+    """`source` appears at `target` on node2 only."""
+    run_bed("bind", "node2", str(source), str(target))
+    try:
+        yield
+    finally:
+        run_bed("unbind", "node2", str(target))
+
+
+def check(spec: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    done = cli("check", spec, "--json", *args, timeout=600)
+    return done.returncode, json.loads(done.stdout)
+
+
+def failing(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["item"]: r for r in report["rows"] if not r["ok"] and r["level"] == "fail"}
+
+
+def test_alike_nodes_pass_with_the_probe(testbed_clean: None) -> None:
+    code, report = check(DEMO)
+    assert code == 0, failing(report)
+    rows = {r["item"]: r["values"] for r in report["rows"] if r["area"] == "probe"}
+    assert rows["mamba_cache_mode"] == {"node1": "align", "node2": "align"}
+    assert rows["enable_prefix_caching"] == {"node1": True, "node2": True}
+
+
+def site_packages() -> Path:
+    return next((BED / "vllm" / "lib").resolve().glob("python3*/site-packages"))
+
+
+def test_a_different_vllm_build_that_derives_differently_is_caught(
+    testbed_clean: None, tmp_path: Path
+) -> None:
+    """node2's vLLM is patched to take the 'prefix caching off' branch of the mamba derivation
+    (mode 'none' even when pinned 'align'): a different build, deriving differently from the
+    same argv, as in the field failure."""
+    original = site_packages() / "vllm/model_executor/models/config.py"
+    patched = tmp_path / "config.py"
+    text = original.read_text()
+    needle = 'if cache_config.enable_prefix_caching:\n            if cache_config.mamba_cache_mode == "none":'
+    assert needle in text
+    patched.write_text(
+        text.replace(needle, needle.replace("if cache_config.enable_prefix_caching:", "if False:"))
+    )
+    with on_node2(patched, original):
+        code, report = check(DEMO)
+        up = cli("up", DEMO, timeout=600)
+    assert code == 3
+    bad = failing(report)
+    assert bad["vllm build (files)"]["values"]["node1"] != bad["vllm build (files)"]["values"]["node2"]
+    assert bad["mamba_cache_mode"]["values"] == {"node1": "align", "node2": "none"}
+    assert "--mamba-cache-mode" in bad["mamba_cache_mode"]["hint"]
+    assert up.returncode == 3 and "nothing was started" in up.stderr
+    assert "FAIL probe    mamba_cache_mode" in up.stderr
+    assert marked_processes() == []
+
+
+def test_a_different_config_json_is_caught_and_resolves_differently(
+    testbed_clean: None, tmp_path: Path
+) -> None:
+    model = BED / "model"
+    changed = tmp_path / "config.json"
+    config = json.loads((model / "config.json").read_text())
+    config["torch_dtype"] = "float16"
+    changed.write_text(json.dumps(config))
+    with on_node2(changed, model / "config.json"):
+        code, report = check(DEMO)
+    assert code == 3
+    bad = failing(report)
+    assert set(bad) >= {"config.json", "dtype"}
+    assert bad["dtype"]["values"] == {"node1": "torch.bfloat16", "node2": "torch.float16"}
+
+
+def test_a_model_missing_on_one_node_is_caught(testbed_clean: None, tmp_path: Path) -> None:
+    parent = Path("/tmp/spark-launch-check")
+    subprocess.run(["rm", "-rf", str(parent)], check=True)
+    parent.mkdir()
+    subprocess.run(["cp", "-r", str(BED / "model"), str(parent / "model")], check=True)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    spec = spec_file(tmp_path, model={"path": str(parent / "model")})
+    with on_node2(empty, parent):  # node2 sees an empty /tmp/spark-launch-check: no model there
+        code, report = check(spec, "--no-probe")
+    assert code == 3
+    row = failing(report)[f"{parent / 'model'} exists"]
+    assert row["values"] == {"node1": True, "node2": False} and "copy the model" in row["hint"]
+
+
+def test_a_different_vllm_variable_in_node2s_environment_is_caught(testbed_clean: None) -> None:
+    run_bed("up", "--node-env", "node2:VLLM_USE_V2_MODEL_RUNNER=1")
+    try:
+        code, report = check(DEMO, "--no-probe")
+    finally:
+        run_bed("up")
+    assert code == 3
+    row = failing(report)["VLLM_USE_V2_MODEL_RUNNER"]
+    assert row["values"] == {"node1": "(unset)", "node2": "1"} and "spec's env" in row["hint"]
+
+
+@pytest.mark.parametrize("port", ["8000", "29501"])
+def test_a_taken_port_on_the_head_is_caught(testbed_clean: None, port: str) -> None:
+    holder = subprocess.Popen(
+        ["ip", "netns", "exec", "sl-node1", "python3", "-m", "http.server", port],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        subprocess.run(["sleep", "1"], check=True)
+        code, report = check(DEMO, "--no-probe")
+        up = cli("up", DEMO, "--no-probe")
+    finally:
+        holder.kill()
+    assert code == 3 and failing(report)[f"port {port} free on node1"]["values"] == {"node1": "IN USE"}
+    assert up.returncode == 3 and marked_processes() == []
+
+
+@pytest.mark.parametrize(
+    ("node2", "item"),
+    [
+        ({"interface": "eth9"}, "interface exists"),
+        ({"address": "10.99.0.7"}, "interface holds address"),
+    ],
+)
+def test_a_wrong_interface_or_address_is_caught(
+    testbed_clean: None, tmp_path: Path, node2: dict[str, str], item: str
+) -> None:
+    code, report = check(spec_file(tmp_path, nodes={1: node2}), "--no-probe")
+    assert code == 3
+    assert failing(report)[item]["values"]["node2"] is False
+
+
+def test_an_unreachable_node_exits_4(testbed_clean: None, tmp_path: Path) -> None:
+    done = cli("check", spec_file(tmp_path, nodes={1: {"ssh": "root@10.99.0.9"}}), "--no-probe", timeout=120)
+    assert done.returncode == 4
+    assert re.search(r"node2: timed out reaching root@10\.99\.0\.9|node node2", done.stderr)
+
+
+@pytest.fixture
+def testbed_clean(testbed: Path) -> None:
+    """The bed up with no cluster running (check must find the ports free)."""
+    cli("down", DEMO, "--grace", "5")

@@ -1,0 +1,139 @@
+"""check's comparisons, from node facts as the agent reports them: what passes, what fails."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from launcher.catalog import load_catalog
+from launcher.compare import env_rows, model_rows, network_rows, probe_rows, vllm_rows
+from launcher.model import ModelFacts
+from launcher.plan import Plan, build_plan
+from launcher.schema import build
+from launcher.spec import Spec
+from tests.conftest import base_spec
+
+
+def plan_and_spec(version: str = "0.32.0") -> tuple[Spec, Plan]:
+    problems: list[Any] = []
+    spec = build(Spec, base_spec(version), (), problems)
+    return spec, build_plan(spec, ModelFacts(True, "test"))
+
+
+def node_facts(**overrides: Any) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "ours_running": False,
+        "vllm": {
+            "vllm_binary": True,
+            "vllm_version": "0.32.0",
+            "vllm_build": "b1",
+            "vllm_commit": None,
+            "vllm_distribution": "vllm",
+            "python_version": "3.12.3",
+            "torch_version": "2.9.0",
+        },
+        "model": {
+            "exists": True,
+            "hashed": {"config.json": "c" * 64, "tokenizer.json": "t" * 64},
+            "weights": {"model.safetensors": {"size": 10, "sha256": None}},
+            "weight_bytes": 10,
+        },
+        "env": {"VLLM_USE_V2_MODEL_RUNNER": "0", "HF_HOME": "/hf"},
+        "network": {
+            "interface_exists": True,
+            "addresses": ["10.0.0.1"],
+            "holds_address": True,
+            "ports_free": {"8000": True, "29501": True},
+        },
+        "host": {"gpus": ["NVIDIA GB10"], "MemAvailable": 100 << 30},
+    }
+    for dotted, value in overrides.items():
+        section, key = dotted.split("__")
+        facts[section][key] = value
+    return facts
+
+
+def failed(rows: list[Any]) -> dict[str, dict[str, Any]]:
+    return {r.item: r.values for r in rows if r.failed}
+
+
+def test_alike_nodes_pass_every_row() -> None:
+    spec, plan = plan_and_spec()
+    facts = {"n1": node_facts(), "n2": node_facts()}
+    rows = vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
+    rows += network_rows(spec, plan, facts, {"n2": "yes"})
+    assert failed(rows) == {}
+
+
+@pytest.mark.parametrize(
+    ("override", "item"),
+    [
+        ({"vllm__vllm_version": "0.33.0"}, "vllm version"),
+        ({"vllm__vllm_build": "b2"}, "vllm build (files)"),
+        ({"vllm__vllm_binary": False}, "vllm binary"),
+        ({"vllm__torch_version": "2.10.0"}, "torch"),
+    ],
+)
+def test_a_different_vllm_install_fails(override: dict[str, Any], item: str) -> None:
+    spec, _ = plan_and_spec()
+    rows = vllm_rows(spec, {"n1": node_facts(), "n2": node_facts(**override)})
+    assert item in failed(rows)
+
+
+def test_both_nodes_on_another_release_than_the_spec_fail() -> None:
+    spec, _ = plan_and_spec()
+    other = node_facts(vllm__vllm_version="0.31.0")
+    assert "vllm version" in failed(vllm_rows(spec, {"n1": other, "n2": copy.deepcopy(other)}))
+
+
+def test_model_differences_fail_and_name_the_file() -> None:
+    spec, _ = plan_and_spec()
+    changed = node_facts()
+    changed["model"]["hashed"]["config.json"] = "d" * 64
+    rows = failed(model_rows(spec, {"n1": node_facts(), "n2": changed}))
+    assert list(rows) == ["config.json"]
+    missing = failed(model_rows(spec, {"n1": node_facts(), "n2": node_facts(model__exists=False)}))
+    assert missing == {"/models/m exists": {"n1": True, "n2": False}}
+
+
+def test_env_difference_fails_but_per_node_network_variables_may_differ() -> None:
+    _, plan = plan_and_spec()
+    n1, n2 = node_facts(), node_facts()
+    n2["env"] = {**n2["env"], "VLLM_USE_V2_MODEL_RUNNER": "1", "VLLM_HOST_IP": "10.0.0.2"}
+    rows = failed(env_rows(plan, {"n1": n1, "n2": n2}))
+    assert rows == {"VLLM_USE_V2_MODEL_RUNNER": {"n1": "0", "n2": "1"}}
+
+
+def test_network_rows_fail_on_missing_address_busy_port_and_no_route() -> None:
+    spec, plan = plan_and_spec()
+    head = node_facts(network__ports_free={"8000": False, "29501": True})
+    worker = node_facts(network__holds_address=False)
+    rows = failed(network_rows(spec, plan, {"n1": head, "n2": worker}, {"n2": "Connection refused"}))
+    assert set(rows) == {"interface holds address", "port 8000 free on n1", "n1:29501 reachable"}
+
+
+def test_probe_differences_name_the_setting_and_the_pinning_flag() -> None:
+    _, plan = plan_and_spec()
+    same = {
+        "enable_prefix_caching": True,
+        "mamba_cache_mode": "align",
+        "enable_chunked_prefill": True,
+        "num_speculative_tokens": 0,
+        "tensor_parallel_size": 2,
+        "nnodes": 2,
+        "master_addr": "10.0.0.1",
+        "master_port": 29501,
+        "distributed_executor_backend": "mp",
+        "block_size": 16,
+    }
+    rows = probe_rows(plan, load_catalog("0.32.0"), {"n1": same, "n2": {**same, "mamba_cache_mode": "none"}})
+    bad = [r for r in rows if r.failed]
+    assert [r.item for r in bad] == ["mamba_cache_mode"]
+    assert bad[0].values == {"n1": "align", "n2": "none"} and "--mamba-cache-mode" in (bad[0].hint or "")
+    # Agreeing with each other but not with the plan fails too.
+    off = {**same, "enable_prefix_caching": False}
+    assert [r.item for r in probe_rows(plan, load_catalog("0.32.0"), {"n1": off, "n2": off}) if r.failed] == [
+        "enable_prefix_caching"
+    ]
