@@ -4,8 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SPEC   ?= configs/demo.yaml
 
-.PHONY: install system-deps vllm-venvs setup test fast conformance testbed-tests lint format \
-        plan validate catalogs golden bench testbed testbed-down demo demo-down up down status logs verify
+.PHONY: install system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
+        golden bench testbed testbed-down demo demo-down up down status logs verify check
 
 install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
 $(BIN)/spark-launch: pyproject.toml
@@ -76,3 +76,6 @@ logs: install
 
 verify: install
 	$(BIN)/spark-launch verify $(SPEC)
+
+check: install                                      ## are the nodes alike? (make check SPEC=...)
+	$(BIN)/spark-launch check $(SPEC)

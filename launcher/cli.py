@@ -117,6 +117,7 @@ class Printer:
 
 def _cluster(spec_path: str, ssh_config: str | None) -> Any:
     """Plan the spec and open an SSH executor onto its nodes (imports fabric only here)."""
+    import os
     from pathlib import Path
 
     from launcher.cluster import Cluster
@@ -128,7 +129,8 @@ def _cluster(spec_path: str, ssh_config: str | None) -> Any:
     if config and not Path(config).expanduser().is_absolute() and not ssh_config:
         config = str(Path(spec_path).parent / config)
     executor = SshExecutor({n.name: n.ssh for n in spec.nodes}, config)
-    return Cluster(spec, plan, executor)
+    api_key = os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in spec.secrets else None
+    return Cluster(spec, plan, executor, api_key)
 
 
 def _secret_values(names: Sequence[str]) -> dict[str, str]:

@@ -45,6 +45,7 @@ class Cluster:
     spec: Spec
     plan: Plan
     executor: Executor
+    api_key: str | None = None  # VLLM_API_KEY's value when the spec lists it as a secret
 
     def __post_init__(self) -> None:
         self.agents = {n.name: Agent(self.executor, self.spec.name, n.name) for n in self.plan.nodes}
@@ -80,8 +81,9 @@ class Cluster:
         self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0
     ) -> tuple[int, bytes]:
         """An HTTP request to the head's API, through its SSH connection."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
         response = self.executor.http(
-            self.head.name, self.api_port, method, path, body, timeout, self.api_host
+            self.head.name, self.api_port, method, path, body, timeout, self.api_host, headers
         )
         return response.status, response.body
 

@@ -75,6 +75,7 @@ class Executor(Protocol):
         body: bytes | None = None,
         timeout: float = 10.0,
         host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
     ) -> HttpResponse:
         """An HTTP request to host:port as seen from the node (through the SSH connection)."""
 
@@ -148,11 +149,13 @@ class LocalExecutor:
         body: bytes | None = None,
         timeout: float = 10.0,
         host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
     ) -> HttpResponse:
         """Plain HTTP to this machine."""
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
         try:
-            conn.request(method, path, body, {"Content-Type": "application/json"} if body else {})
+            sent = {**({"Content-Type": "application/json"} if body else {}), **(headers or {})}
+            conn.request(method, path, body, sent)
             response = conn.getresponse()
             return HttpResponse(response.status, response.read())
         except OSError as exc:

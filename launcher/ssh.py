@@ -183,6 +183,7 @@ class SshExecutor:
         body: bytes | None = None,
         timeout: float = 10.0,
         host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
     ) -> HttpResponse:
         """HTTP to host:port as the node sees it, through the SSH connection: no port exposed."""
         transport = self.connection(node).client.get_transport()
@@ -202,8 +203,11 @@ class SshExecutor:
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
         conn.sock = channel
         try:
-            headers: dict[str, Any] = {"Content-Type": "application/json"} if body is not None else {}
-            conn.request(method, path, body, headers)
+            sent: dict[str, Any] = {
+                **({"Content-Type": "application/json"} if body is not None else {}),
+                **(headers or {}),
+            }
+            conn.request(method, path, body, sent)
             response = conn.getresponse()
             return HttpResponse(response.status, response.read())
         except (OSError, http.client.HTTPException) as exc:

@@ -62,6 +62,13 @@ KNOWN_FAILURES: tuple[Known, ...] = (
         "check `interface` (NCCL_SOCKET_IFNAME) and `hca` (NCCL_IB_HCA) of each node, and the RoCE link",
     ),
     Known(
+        re.compile(
+            r"bin/vllm: No such file or directory|vllm: command not found|exec: \"?vllm\"?: executable"
+        ),
+        "vLLM is not installed where the spec says",
+        "vllm.venv (or the image) must hold vLLM on every node; `spark-launch check` shows each install",
+    ),
+    Known(
         re.compile(r"Cannot assign requested address"),
         "a node does not hold the address the spec gives it",
         "each node's `address` must be an IP on its `interface` (it becomes VLLM_HOST_IP)",
