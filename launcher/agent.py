@@ -93,6 +93,8 @@ def start(directory: str) -> None:
         os.remove(job_path)  # it holds the secrets: gone before anything else can fail
     if job is None:
         return emit(ok=False, error=f"no readable run.json in {directory}")
+    if job.get("container"):
+        return start_container(directory, job)
     prefix = node_prefix(directory)
     if our_processes(prefix):
         return emit(ok=False, error="already running", state=read_json(os.path.join(directory, "state.json")))
@@ -131,9 +133,84 @@ def start(directory: str) -> None:
     return emit(ok=True, state=state)
 
 
+# -- the docker runtime: the container is the process group ------------------------------
+def docker(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the docker CLI, capturing its output."""
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+
+
+def container_state(name: str) -> dict[str, Any]:
+    """Whether the container exists and runs, and its exit status."""
+    done = docker("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", name)
+    if done.returncode != 0:
+        return {"exists": False, "running": False, "exit_code": None}
+    running, code = [*done.stdout.split(), "false", "0"][:2]
+    return {
+        "exists": True,
+        "running": running == "true",
+        "exit_code": int(code) if running != "true" else None,
+    }
+
+
+def start_container(directory: str, job: dict[str, Any]) -> None:
+    """`docker run --detach` the planned command; its env file (secrets too) lives only meanwhile."""
+    name = job["container"]
+    if container_state(name)["running"]:
+        return emit(ok=False, error=f"container {name} is already running")
+    docker("rm", "--force", name)  # a stopped container of an earlier run holds the name
+    if any("\n" in value for value in job["env"].values()):
+        return emit(ok=False, error="docker env files cannot hold a value with a newline")
+    env_file = os.path.join(directory, "node.env")
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.writelines(f"{key}={value}\n" for key, value in job["env"].items())
+    try:
+        done = subprocess.run(job["argv"], cwd=directory, capture_output=True, text=True, check=False)
+    finally:
+        os.remove(env_file)
+    if done.returncode != 0:
+        return emit(ok=False, error=f"docker run failed: {done.stderr.strip()[-500:]}")
+    state = {
+        "cluster": job["cluster"],
+        "node": job["node"],
+        "run_id": job["run_id"],
+        "pid": None,
+        "container": name,
+        "container_id": done.stdout.strip()[:12],
+        "started_at": time.time(),
+        "digest": job["digest"],
+        "log": os.path.join(directory, "logs", job["run_id"] + ".log"),
+        "argv": job["argv"],
+        "env_names": sorted(job["env"]),
+    }
+    write_json(os.path.join(directory, "state.json"), state)
+    return emit(ok=True, state=state)
+
+
+def container_status(state: dict[str, Any], offset: int | None) -> dict[str, Any]:
+    """status for a container: docker's view, and its log copied next to the others."""
+    info = container_state(state["container"])
+    result: dict[str, Any] = {
+        "ok": True,
+        "state": state,
+        "alive": info["running"],
+        "processes": int(info["running"]),
+        "exit_code": info["exit_code"],
+    }
+    if offset is not None:
+        logs = docker("logs", state["container"])
+        if info["exists"]:
+            with open(state["log"], "w") as f:
+                f.write(logs.stdout + logs.stderr)
+        result.update(read_log(state["log"], offset))
+    return result
+
+
 def status(directory: str, offset: int | None = None) -> None:
     """What runs here: state, liveness, exit status, and the log from `offset` on."""
     state = read_json(os.path.join(directory, "state.json"))
+    if state and state.get("container"):
+        return emit(**container_status(state, offset))
     procs = our_processes(node_prefix(directory))
     result: dict[str, Any] = {"ok": True, "state": state, "alive": bool(procs), "processes": len(procs)}
     if state:
@@ -142,7 +219,7 @@ def status(directory: str, offset: int | None = None) -> None:
         result["leader_alive"] = state["pid"] in procs
         if offset is not None:
             result.update(read_log(state["log"], offset))
-    emit(**result)
+    return emit(**result)
 
 
 def read_log(path: str, offset: int, limit: int = 262144) -> dict[str, Any]:
@@ -178,18 +255,19 @@ def wait_gone(prefix: str, seconds: float) -> dict[int, int]:
 
 def stop(directory: str, grace: float) -> None:
     """SIGTERM every process of ours, SIGKILL what is left after `grace` s, verify none remain."""
+    state = read_json(os.path.join(directory, "state.json"))
+    if state and state.get("container"):
+        return stop_container(directory, state, grace)
     prefix = node_prefix(directory)
     procs = our_processes(prefix)
     signal_all(procs, signal.SIGTERM)
     left = wait_gone(prefix, grace)
     signal_all(left, signal.SIGKILL)
     remaining = wait_gone(prefix, 5)
-    state_path = os.path.join(directory, "state.json")
-    state = read_json(state_path)
     if state and procs:
         state["stopped_at"] = time.time()
-        write_json(state_path, state)
-    emit(
+        write_json(os.path.join(directory, "state.json"), state)
+    return emit(
         ok=not remaining,
         found=len(procs),
         groups=len(set(procs.values())),
@@ -198,13 +276,34 @@ def stop(directory: str, grace: float) -> None:
     )
 
 
+def stop_container(directory: str, state: dict[str, Any], grace: float) -> None:
+    """docker stop (SIGTERM, then SIGKILL after `grace`), then remove the container."""
+    name = state["container"]
+    found = container_state(name)
+    if found["running"]:
+        docker("stop", "--time", str(int(grace)), name)
+        state["stopped_at"] = time.time()
+        write_json(os.path.join(directory, "state.json"), state)
+    if found["exists"]:
+        docker("rm", "--force", name)
+    left = container_state(name)["exists"]
+    return emit(
+        ok=not left, found=int(found["running"]), groups=int(found["running"]), killed=0, remaining=int(left)
+    )
+
+
 def logs(directory: str, lines: int, follow: bool) -> None:
     """Hand over to tail(1) on the current run's log."""
     state = read_json(os.path.join(directory, "state.json"))
-    if not state or not os.path.exists(state["log"]):
+    if not state or not (state.get("container") or os.path.exists(state["log"])):
         sys.stdout.write("(no log on this node yet)\n")
         return
     sys.stdout.flush()
+    if state.get("container"):
+        os.execvp(
+            "docker",
+            ["docker", "logs", "--tail", str(lines), *(["--follow"] if follow else []), state["container"]],
+        )
     os.execvp("tail", ["tail", "-n", str(lines), *(["-F"] if follow else []), state["log"]])
 
 
@@ -319,6 +418,15 @@ def vllm_facts(venv: str) -> dict[str, Any]:
     return facts
 
 
+def image_facts(image: str) -> dict[str, Any]:
+    """The docker runtime: whether the image is here, and its id (the same id, the same build)."""
+    try:
+        done = docker("image", "inspect", "--format", "{{.Id}}", image)
+    except OSError:
+        return {"image_id": None, "docker": False}
+    return {"image_id": done.stdout.strip() or None, "docker": True}
+
+
 def model_facts(path: str) -> dict[str, Any]:
     """The model directory: config and tokenizer hashes, weight files by size (small ones hashed)."""
     if not os.path.isdir(path):
@@ -415,7 +523,7 @@ def facts(directory: str, request: str) -> None:
     emit(
         ok=True,
         ours_running=bool(our_processes(node_prefix(directory))),
-        vllm=vllm_facts(ask["venv"]) if ask.get("venv") else {},
+        vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
         model=model_facts(ask["model"]),
         env=env_facts(),
         network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),

@@ -53,6 +53,7 @@ def run_check(cluster: Cluster, probe: bool = True) -> Report:
         node = next(n for n in spec.nodes if n.name == agent_name)
         request = {
             "venv": spec.vllm.venv,
+            "image": spec.vllm.image,
             "model": spec.model.path,
             "interface": node.interface,
             "address": node.address,
@@ -72,7 +73,18 @@ def run_check(cluster: Cluster, probe: bool = True) -> Report:
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes))
-    if probe and all(f["vllm"].get("vllm_binary") for f in facts.values()):
+    if probe and spec.vllm.runtime == "docker":
+        rows.append(
+            Row(
+                "probe",
+                "not run for the docker runtime yet",
+                {},
+                False,
+                "the image id row above shows whether the nodes run the same build",
+                "warn",
+            )
+        )
+    elif probe and all(f["vllm"].get("vllm_binary") for f in facts.values()):
         rows += probe_rows(plan, catalog_for(spec), _probe(cluster, facts))
     return Report(tuple(cluster.names), tuple(rows))
 

@@ -98,6 +98,22 @@ def each(area: str, item: str, values: Mapping[str, Any], hint: str, level: str 
 def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
     """The runtime: present, and the same release, build, Python and torch everywhere."""
     v = {n: f.get("vllm", {}) for n, f in facts.items()}
+    if spec.vllm.runtime == "docker":
+        ids = {n: x.get("image_id") for n, x in v.items()}
+        return [
+            each(
+                "vllm",
+                f"image {spec.vllm.image} present",
+                ids,
+                f"docker pull {spec.vllm.image} on every node (docker must be installed)",
+            ),
+            same(
+                "vllm",
+                "image id",
+                {n: (i or "")[:19] for n, i in ids.items()},
+                "the nodes hold different builds under that tag: pull the same digest everywhere",
+            ),
+        ]
     where = spec.vllm.venv
     rows = [
         each(

@@ -197,6 +197,7 @@ def _start_and_wait(
 def _job(cluster: Cluster, node: str, run_id: str, secret_values: dict[str, str]) -> dict[str, Any]:
     command = next(n for n in cluster.plan.nodes if n.name == node)
     return {
+        "container": f"spark-launch-{cluster.spec.name}" if cluster.spec.vllm.runtime == "docker" else None,
         "cluster": cluster.spec.name,
         "node": node,
         "run_id": run_id,

@@ -1,0 +1,81 @@
+"""The docker runtime's lifecycle through the real node agent, against a FAKE docker CLI
+(tests/fakes/docker): no container engine can run here. One node, on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.cluster import Cluster, Silent
+from launcher.executor import LocalExecutor
+from launcher.lifecycle import UpOptions, down, up
+from launcher.model import ModelFacts
+from launcher.observe import logs, status
+from launcher.plan import build_plan
+from launcher.schema import build
+from launcher.spec import Spec
+from tests.conftest import ROOT, base_spec
+
+FAKES = ROOT / "tests" / "fakes"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(tmp_path / "docker"))
+    data = base_spec("0.33.0", nodes=1)
+    data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": "nvcr.io/nvidia/vllm:26.05-py3"}
+    data["serve"]["port"] = free_port()
+    data["env"] = {"NCCL_DEBUG": "WARN"}
+    data["secrets"] = ["HF_TOKEN"]
+    problems: list[Any] = []
+    spec = build(Spec, data, (), problems)
+    (tmp_path / "home").mkdir()
+    return Cluster(spec, build_plan(spec, ModelFacts(True, "test")), LocalExecutor(tmp_path / "home"))
+
+
+def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Path) -> None:
+    result = up(
+        cluster, {"HF_TOKEN": "sk-fake-secret"}, UpOptions(timeout=60, check=False, grace=2), Silent()
+    )
+    try:
+        assert result.started and result.model == "fake-model"
+        record = json.loads((tmp_path / "docker" / "spark-launch-t.json").read_text())
+        assert record["env_file_mode"] == "0o600"
+        assert record["env"]["HF_TOKEN"] == "sk-fake-secret" and record["env"]["VLLM_HOST_IP"] == "10.0.0.1"
+        assert not any("sk-fake-secret" in a for a in record["argv"])
+        assert "--label=spark-launch.cluster=t" in record["argv"]
+        assert not list((tmp_path / "home").rglob("node.env")), "the env file outlived docker run"
+        assert not list((tmp_path / "home").rglob("run.json"))
+        st = status(cluster)
+        assert st.state == "running" and st.health == 200 and st.model == "fake-model"
+        lines: list[str] = []
+        logs(cluster, ["n1"], 10, False, lines.append)
+        assert any("n1 | " in line and "Starting vLLM server" in line for line in lines)
+    finally:
+        stopped = down(cluster, 2, Silent())
+    assert stopped.per_node["n1"]["found"] == 1 and stopped.clean
+    assert (tmp_path / "docker" / "spark-launch-t.json.removed").exists()
+    assert status(cluster).state == "stopped"
+    assert down(cluster, 2, Silent()).per_node["n1"]["found"] == 0  # twice is fine
+
+
+def test_check_compares_image_ids_and_says_the_probe_was_not_run(cluster: Cluster) -> None:
+    from launcher.check import run_check
+
+    rows = {r.item: r for r in run_check(cluster, probe=True).rows}
+    assert rows["image nvcr.io/nvidia/vllm:26.05-py3 present"].ok
+    assert rows["image id"].ok and rows["image id"].values["n1"].startswith("sha256:")
+    probe = rows["not run for the docker runtime yet"]
+    assert probe.level == "warn" and not probe.failed
