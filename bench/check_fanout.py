@@ -83,9 +83,8 @@ def main() -> None:
             bed(2)
     base_fan, base_probe = results[2]
     for nodes, (fan, probe) in results.items():
-        print(
-            f"ratio {nodes}/2 nodes: without probe {fan / base_fan:4.2f}x, with probe {probe / base_probe:4.2f}x"
-        )
+        ratio, probe_ratio = fan / base_fan, probe / base_probe
+        print(f"ratio {nodes}/2 nodes: without probe {ratio:4.2f}x, with probe {probe_ratio:4.2f}x")
 
 
 if __name__ == "__main__":
