@@ -82,6 +82,19 @@ def test_verify_proves_completion_and_prefix_cache_hits(served: dict[str, Any]) 
     assert result["cache_config"]["enable_prefix_caching"] == "True"
 
 
+def test_check_on_the_running_cluster_agrees_with_what_the_server_reports(served: dict[str, Any]) -> None:
+    done = cli("check", served["spec"], "--json", timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    probe = {r["item"]: r["values"] for r in json.loads(done.stdout)["rows"] if r["area"] == "probe"}
+    live = json.loads(cli("verify", served["spec"], "--json", timeout=300).stdout)["cache_config"]
+    for node in ("node1", "node2"):
+        assert probe["mamba_cache_mode"][node] == live["mamba_cache_mode"] == "align"
+        assert str(probe["enable_prefix_caching"][node]) == live["enable_prefix_caching"] == "True"
+    # The attention block size is raised later, inside each worker, for hybrid models: the probe
+    # sees the config-time value; the server reports the aligned one.
+    print(f"\nblock size: probe {probe['block_size']}, running server {live['block_size']}")
+
+
 def test_up_again_with_the_same_plan_does_nothing(served: dict[str, Any]) -> None:
     done = cli("up", served["spec"], env=served["env"])
     assert done.returncode == 0 and "nothing to do" in done.stdout
