@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -115,8 +116,9 @@ class Printer:
                 self.info(f"[{elapsed:5.1f}s] {node}: {stage}")
 
 
-def _cluster(spec_path: str, ssh_config: str | None) -> Any:
-    """Plan the spec and open an SSH executor onto its nodes (imports fabric only here)."""
+@contextmanager
+def _cluster(spec_path: str, ssh_config: str | None) -> Iterator[Any]:
+    """Plan the spec and open SSH onto its nodes (fabric is imported only here), closed after."""
     import os
     from pathlib import Path
 
@@ -130,7 +132,10 @@ def _cluster(spec_path: str, ssh_config: str | None) -> Any:
         config = str(Path(spec_path).parent / config)
     executor = SshExecutor({n.name: n.ssh for n in spec.nodes}, config)
     api_key = os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in spec.secrets else None
-    return Cluster(spec, plan, executor, api_key)
+    try:
+        yield Cluster(spec, plan, executor, api_key)
+    finally:
+        executor.close()
 
 
 def _secret_values(names: Sequence[str]) -> dict[str, str]:
@@ -195,9 +200,8 @@ def up(
 
         click.echo(dry_run_text(*plan_file(spec)))
         return
-    cluster = _cluster(spec, ssh_config)
-    values = _secret_values(cluster.plan.nodes[0].secrets)
-    try:
+    with _cluster(spec, ssh_config) as cluster:
+        values = _secret_values(cluster.plan.nodes[0].secrets)
         result = start(
             cluster,
             values,
@@ -206,8 +210,6 @@ def up(
             ),
             Printer(),
         )
-    finally:
-        cluster.executor.close()
     click.echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
 
 
@@ -244,11 +246,8 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, as_json: bool) -> N
 
     from launcher.check import NodesDisagree, report_text, run_check
 
-    cluster = _cluster(spec, ssh_config)
-    try:
+    with _cluster(spec, ssh_config) as cluster:
         report = run_check(cluster, probe=not no_probe)
-    finally:
-        cluster.executor.close()
     if as_json:
         rows = [asdict(r) for r in report.rows]
         click.echo(json.dumps({"ok": report.ok, "nodes": report.nodes, "rows": rows}, indent=2, default=str))
@@ -281,11 +280,8 @@ def down(spec: str, ssh_config: str | None, grace: float) -> None:
     """
     from launcher.lifecycle import down as stop
 
-    cluster = _cluster(spec, ssh_config)
-    try:
+    with _cluster(spec, ssh_config) as cluster:
         stop(cluster, grace, Printer())
-    finally:
-        cluster.executor.close()
 
 
 @cli.command()
@@ -307,11 +303,8 @@ def status(spec: str, ssh_config: str | None, as_json: bool) -> None:
     from launcher.observe import status as look
     from launcher.observe import status_text
 
-    cluster = _cluster(spec, ssh_config)
-    try:
+    with _cluster(spec, ssh_config) as cluster:
         result = look(cluster)
-    finally:
-        cluster.executor.close()
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result))
     if result.state != "running":
         sys.exit(ExitStatus.FAILURE)
@@ -335,14 +328,13 @@ def logs(spec: str, ssh_config: str | None, follow: bool, nodes: tuple[str, ...]
     """
     from launcher.observe import logs as show
 
-    cluster = _cluster(spec, ssh_config)
-    unknown = [n for n in nodes if n not in cluster.names]
-    if unknown:
-        raise SparkLaunchError(f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(cluster.names)}")
-    try:
+    with _cluster(spec, ssh_config) as cluster:
+        unknown = [n for n in nodes if n not in cluster.names]
+        if unknown:
+            raise SparkLaunchError(
+                f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(cluster.names)}"
+            )
         show(cluster, list(nodes) or cluster.names, lines, follow, click.echo)
-    finally:
-        cluster.executor.close()
 
 
 @cli.command()
@@ -364,12 +356,9 @@ def verify(spec: str, ssh_config: str | None, as_json: bool) -> None:
     """
     from launcher.verify import verify as prove
 
-    cluster = _cluster(spec, ssh_config)
-    prefix = any(d.setting == "enable_prefix_caching" and d.value for d in cluster.plan.derived)
-    try:
+    with _cluster(spec, ssh_config) as cluster:
+        prefix = any(d.setting == "enable_prefix_caching" and d.value for d in cluster.plan.derived)
         result = prove(cluster, prefix)
-    finally:
-        cluster.executor.close()
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
     else:

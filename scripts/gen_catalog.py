@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -119,5 +120,8 @@ def catalog() -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    # The official wheel cannot infer a device on a machine without a GPU; the answer
+    # changes platform defaults only, never the parser.
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     json.dump(catalog(), sys.stdout, indent=1, sort_keys=False)
     sys.stdout.write("\n")
