@@ -4,7 +4,8 @@ Builds the test bed with N namespace nodes (real sshd each), writes the demo spe
 nodes (tensor parallel N), and times `check` in fresh processes: without the probe (the
 fan-out itself), and with it (each node's vLLM resolving its command: on the test bed all
 nodes share this machine's cores, so the probe's own CPU time grows with N here, which it
-would not across real machines). Needs root; restores the 2-node bed at the end.
+would not across real machines). The launcher's own CPU time is printed too: the part
+that is this process's fan-out, not the nodes' work. Needs root; restores the 2-node bed.
 
     python bench/check_fanout.py [--runs 3] [--probe-runs 1]
 """
@@ -12,6 +13,7 @@ would not across real machines). Needs root; restores the 2-node bed at the end.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,21 +44,26 @@ def spec_for(nodes: int, directory: Path) -> Path:
         {"name": f"node{i}", "ssh": f"node{i}", "address": f"10.99.0.{i}", "interface": "eth0"}
         for i in range(1, nodes + 1)
     ]
-    data["serve"]["tensor_parallel_size"] = nodes
+    # The tiny model has 2 KV heads: tensor parallel 2, and pipeline stages for the rest.
+    data["serve"]["tensor_parallel_size"] = 2
+    if nodes > 2:
+        data["serve"]["pipeline_parallel_size"] = nodes // 2
     path = directory / f"demo-{nodes}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
 
-def timed_check(spec: Path, probe: bool) -> float:
-    """Seconds for one `spark-launch check` (fails loudly if the nodes are not alike)."""
+def timed_check(spec: Path, probe: bool) -> tuple[float, float]:
+    """Wall seconds, and the launcher process's own CPU seconds, of one `spark-launch check`."""
     args = [sys.executable, "-m", "launcher", "check", str(spec), *([] if probe else ["--no-probe"])]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"check failed on {spec.name}:\n{done.stdout}\n{done.stderr}")
-    return elapsed
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -71,12 +78,13 @@ def main() -> None:
             for nodes in (2, 4, 8):
                 bed(nodes)
                 spec = spec_for(nodes, Path(tmp))
-                fan = statistics.median(timed_check(spec, False) for _ in range(args.runs))
-                probe = statistics.median(timed_check(spec, True) for _ in range(args.probe_runs))
+                runs = [timed_check(spec, False) for _ in range(args.runs)]
+                fan, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+                probe = statistics.median(timed_check(spec, True)[0] for _ in range(args.probe_runs))
                 results[nodes] = (fan, probe)
                 print(
-                    f"{nodes} nodes: check --no-probe {fan:5.2f} s (median of {args.runs}), "
-                    f"with probe {probe:5.1f} s",
+                    f"{nodes} nodes: check --no-probe {fan:5.2f} s wall, launcher CPU {cpu:4.2f} s "
+                    f"(median of {args.runs}); with probe {probe:5.1f} s wall",
                     flush=True,
                 )
         finally:
