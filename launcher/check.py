@@ -162,6 +162,10 @@ def report_text(report: Report) -> str:
         mark = "ok  " if r.ok else ("FAIL" if r.level == "fail" else "warn")
         cells = "".join(f"{_cell(r.values.get(n, '')):<{col}}" for n in report.nodes) if r.values else ""
         lines.append(f"{mark:<5}{r.area:<9}{r.item:<{width}}{cells}".rstrip())
+        if not r.ok:  # a failing value cut to fit its column is shown whole
+            lines += [
+                f"{'':<14}{n}: {v}" for n, v in r.values.items() if _cell(v) != str(v) and len(str(v)) > 24
+            ]
         if r.hint:
             lines.append(f"{'':<14}-> {r.hint}")
     verdict = "the nodes are alike" if report.ok else "the nodes are NOT alike"

@@ -171,3 +171,30 @@ def test_an_unreachable_node_exits_4(testbed_clean: None, tmp_path: Path) -> Non
 def testbed_clean(testbed: Path) -> None:
     """The bed up with no cluster running (check must find the ports free)."""
     cli("down", DEMO, "--grace", "5")
+
+
+def bed_ssh_config(directory: Path, known_hosts: Path) -> Path:
+    """The bed's ssh_config with another known_hosts file."""
+    text = (BED / "ssh_config").read_text().replace(str(BED / "known_hosts"), str(known_hosts))
+    path = directory / "ssh_config"
+    path.write_text(text)
+    return path
+
+
+def test_an_unknown_host_key_is_refused_with_how_to_accept_it(testbed_clean: None, tmp_path: Path) -> None:
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    done = cli("check", DEMO, "--no-probe", "--ssh-config", bed_ssh_config(tmp_path, empty), timeout=120)
+    assert done.returncode == 4
+    assert "host key of root@10.99.0.1:22 is unknown: refusing to connect" in done.stdout + done.stderr
+    assert "ssh-keyscan -p 22 10.99.0.1 >> ~/.ssh/known_hosts" in done.stdout + done.stderr
+    assert empty.read_text() == ""  # nothing was added behind the user's back
+
+
+def test_a_changed_host_key_is_refused(testbed_clean: None, tmp_path: Path) -> None:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    other = (tmp_path / "other.pub").read_text().split()
+    wrong = tmp_path / "known_hosts"
+    wrong.write_text("".join(f"10.99.0.{i} {other[0]} {other[1]}\n" for i in (1, 2)))
+    done = cli("status", DEMO, "--ssh-config", bed_ssh_config(tmp_path, wrong), timeout=120)
+    assert "host key of root@10.99.0.1:22 has CHANGED: refusing to connect" in done.stdout + done.stderr

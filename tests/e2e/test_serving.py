@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import NAMESPACES, cli, marked_processes, spec_file
+from tests.e2e.conftest import NAMESPACES, cli, marked_processes, spec_file, start_cli
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
@@ -65,6 +66,20 @@ def test_logs_are_prefixed_by_node(served: dict[str, Any]) -> None:
     assert len([x for x in lines if x.startswith("node2 | ")]) == 5
     only = cli("logs", served["spec"], "-n", "2", "--node", "node2").stdout.splitlines()
     assert len(only) == 2 and all(x.startswith("node2 | ") for x in only)
+
+
+def test_logs_follow_streams_until_interrupted(served: dict[str, Any]) -> None:
+    proc = start_cli("logs", served["spec"], "-f", "-n", "1")
+    try:
+        assert proc.stdout is not None
+        first = {proc.stdout.readline().split(" | ")[0].strip() for _ in range(2)}
+        assert first == {"node1", "node2"}
+        cli("status", served["spec"])  # makes the head log a request line while we follow
+        assert " | " in proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.returncode == 130
 
 
 def test_verify_proves_completion_and_prefix_cache_hits(served: dict[str, Any]) -> None:
