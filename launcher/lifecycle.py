@@ -7,6 +7,7 @@ nothing can be stopped through it; `status` and `down` work again once it is bac
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -102,7 +103,8 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
         _check_first(cluster, options, reporter)
         return _start_and_wait(cluster, secret_values, options, reporter)
     finally:
-        cluster.agents[cluster.head.name].unlock(holder["token"])
+        with contextlib.suppress(SparkLaunchError):  # never hide why up ended; a same-host lock is
+            cluster.agents[cluster.head.name].unlock(holder["token"])  # recognised as stale later
 
 
 def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> None:
@@ -119,7 +121,11 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> No
     text = report_text(report)
     if not report.ok:
         raise NodesDisagree(report, text)
-    reporter.info(text)
+    warnings = [f"{r.area} {r.item}" for r in report.rows if not r.ok]
+    reporter.info(
+        f"check: the nodes are alike ({len(report.rows)} rows)"
+        + (f"; warnings: {', '.join(warnings)}" if warnings else "")
+    )
 
 
 def _take_lock(cluster: Cluster, holder: dict[str, Any]) -> None:
