@@ -27,9 +27,18 @@ def cli() -> None:
 
     \b
     Start here:
-      spark-launch validate configs/demo.yaml
-      spark-launch plan configs/qwen3-next-2x-spark.yaml
-      spark-launch schema > spark-launch.schema.json
+      spark-launch validate cluster.yaml    # every problem of the spec, with file:line
+      spark-launch plan cluster.yaml        # each node's exact command, and why
+      spark-launch check cluster.yaml       # are the nodes alike? (vLLM, model, env, network)
+      spark-launch up cluster.yaml          # check, start every rank, wait until it serves
+      spark-launch status cluster.yaml      # what runs where, which plan, head health
+      spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
+      spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
+      spark-launch down cluster.yaml        # stop every rank (ours only)
+
+    \b
+    Exit codes: 0 ok, 1 failed, 2 bad spec or usage, 3 nodes disagree, 4 node unreachable,
+    130 interrupted. Runbooks: deploy/ in the source tree. Example specs: configs/.
     """
 
 
