@@ -1,0 +1,83 @@
+"""up, status, down and failure handling through the real node agent on this machine, with
+a FAKE `vllm` (tests/fakes/vllm): the edit-loop tier. The real thing is tests/e2e."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from launcher.cluster import Cluster, Silent
+from launcher.executor import LocalExecutor
+from launcher.lifecycle import StartupFailed, UpOptions, down, up
+from launcher.model import ModelFacts
+from launcher.observe import status
+from launcher.plan import build_plan
+from launcher.schema import build
+from launcher.spec import Spec
+from tests.conftest import ROOT, base_spec
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    data = base_spec("0.32.0", nodes=2)
+    data["vllm"]["venv"] = str(venv)
+    data["serve"]["port"] = free_port()
+    problems: list[Any] = []
+    spec = build(Spec, data, (), problems)
+    (tmp_path / "home").mkdir()
+    return Cluster(spec, build_plan(spec, ModelFacts(True, "test")), LocalExecutor(tmp_path / "home"))
+
+
+def test_up_waits_for_health_then_down_stops_every_rank(cluster: Cluster) -> None:
+    result = up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    try:
+        assert result.started and result.model == "fake-model"
+        st = status(cluster)
+        assert st.state == "running" and [n.processes > 0 for n in st.nodes] == [True, True]
+        again = up(cluster, {}, UpOptions(timeout=60, check=False), Silent())
+        assert not again.started and "nothing to do" in again.message
+    finally:
+        stopped = down(cluster, 2, Silent())
+    assert stopped.clean and all(r["found"] >= 1 for r in stopped.per_node.values())
+    assert status(cluster).state == "stopped"
+
+
+def test_a_rank_that_exits_is_diagnosed_and_the_others_are_stopped(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "FAKE_VLLM_FAIL",
+        "AssertionError: The KV cache specs for the same layer are different "
+        "across workers. This is not supported yet.",
+    )
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    text = caught.value.render()
+    assert "n1 (rank 0) exited with status 1" in text and "every node was stopped" in text
+    assert "diagnosis: the nodes derived different KV cache specs" in text
+    assert status(cluster).state == "stopped"  # the headless rank, which never fails by itself, too
+
+
+def test_the_agent_finds_our_processes_by_marker_only(cluster: Cluster, tmp_path: Path) -> None:
+    stranger = os.spawnlp(os.P_NOWAIT, "sleep", "sleep", "30")
+    try:
+        up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+        down(cluster, 2, Silent())
+        os.kill(stranger, 0)  # still there: not ours
+    finally:
+        os.kill(stranger, 9)
+        os.waitpid(stranger, 0)
