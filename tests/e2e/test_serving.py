@@ -170,6 +170,17 @@ def test_the_secret_reaches_vllm_and_nowhere_else(served: dict[str, Any]) -> Non
     assert not any(SECRET in text for text in outputs)
 
 
+def test_up_replace_restarts_with_the_new_plan(served: dict[str, Any], tmp_path: Path) -> None:
+    other = spec_file(tmp_path, serve={"max_model_len": 448}, secrets=["SPARK_DEMO_TOKEN"])
+    before = json.loads(cli("status", served["spec"], "--json").stdout)
+    done = cli("up", other, "--replace", "--no-probe", env=served["env"], timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "--replace: stopping the running cluster" in done.stderr
+    after = json.loads(cli("status", other, "--json").stdout)
+    assert after["state"] == "running" and after["plan"] != before["plan"]
+    assert {n["run_id"] for n in after["nodes"]} != {n["run_id"] for n in before["nodes"]}
+
+
 def test_down_stops_ours_only_and_is_safe_twice(served: dict[str, Any]) -> None:
     # An unrelated vLLM-looking process on node1: down must leave it alone.
     stranger = subprocess.Popen(
