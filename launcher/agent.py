@@ -216,7 +216,6 @@ def status(directory: str, offset: int | None = None) -> None:
     if state:
         code = (read_text(state.get("exit_file")) or "").strip()
         result["exit_code"] = int(code) if code.lstrip("-").isdigit() else None
-        result["leader_alive"] = state["pid"] in procs
         if offset is not None:
             result.update(read_log(state["log"], offset))
     return emit(**result)

@@ -20,7 +20,6 @@ from launcher.errors import SparkLaunchError
 from launcher.executor import NodeError
 
 HITS = "vllm:prefix_cache_hits"
-QUERIES = "vllm:prefix_cache_queries"
 CACHE_INFO = "vllm:cache_config_info"
 
 
