@@ -85,7 +85,7 @@ def run_check(cluster: Cluster, probe: bool = True) -> Report:
             )
         )
     elif probe and all(f["vllm"].get("vllm_binary") for f in facts.values()):
-        rows += probe_rows(plan, catalog_for(spec), _probe(cluster, facts))
+        rows += probe_rows(plan, catalog_for(spec), _probe(cluster))
     return Report(tuple(cluster.names), tuple(rows))
 
 
@@ -127,7 +127,7 @@ def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     return "yes" if answer.get("ok") else str(answer.get("error"))
 
 
-def _probe(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _probe(cluster: Cluster) -> dict[str, dict[str, Any]]:
     """Each node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside)."""
     venv = cluster.spec.vllm.venv
 

@@ -71,11 +71,9 @@ class Cluster:
         host = self.spec.serve.get("host")
         return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
 
-    def each(
-        self, task: Callable[[Agent], dict[str, Any]], names: list[str] | None = None
-    ) -> dict[str, dict[str, Any] | SparkLaunchError]:
-        """Run an agent call on every (or the named) node at once."""
-        return fan_out(names or self.names, lambda name: task(self.agents[name]))
+    def each(self, task: Callable[[Agent], dict[str, Any]]) -> dict[str, dict[str, Any] | SparkLaunchError]:
+        """Run an agent call on every node at once."""
+        return fan_out(self.names, lambda name: task(self.agents[name]))
 
     def http(
         self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0

@@ -40,11 +40,6 @@ class Result:
     stdout: str
     stderr: str
 
-    @property
-    def ok(self) -> bool:
-        """True when the command exited 0."""
-        return self.exited == 0
-
 
 @dataclass(frozen=True)
 class HttpResponse:

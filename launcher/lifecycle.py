@@ -17,6 +17,8 @@ from launcher.check import NodesDisagree, report_text, run_check
 from launcher.cluster import Cluster, Reporter, holder_is_stale, lock_holder, new_run_id
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.executor import NodeError
+from launcher.plan import node_job
+from launcher.remote import Agent
 from launcher.watch import STAGE_NAMES, Diagnosis, NodeWatch, diagnose
 
 API_UP = STAGE_NAMES.index("API up")
@@ -167,8 +169,13 @@ def _start_and_wait(
         f"starting {cluster.spec.name} (plan {cluster.plan.digest}, run {run_id}) "
         f"on {len(cluster.names)} node(s)"
     )
+    commands = {n.name: n for n in cluster.plan.nodes}
+
+    def start(agent: Agent) -> dict[str, Any]:
+        return agent.start(node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values))
+
     try:
-        started = cluster.each(lambda agent: agent.start(_job(cluster, agent.node, run_id, secret_values)))
+        started = cluster.each(start)
         failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError) or not s["ok"]}
         if failed:
             stop_all(cluster, options.grace)
@@ -198,19 +205,6 @@ def _start_and_wait(
         model,
         f"{cluster.spec.name} serves {model} at {_url(cluster)} ({seconds:.1f} s)",
     )
-
-
-def _job(cluster: Cluster, node: str, run_id: str, secret_values: dict[str, str]) -> dict[str, Any]:
-    command = next(n for n in cluster.plan.nodes if n.name == node)
-    return {
-        "container": f"spark-launch-{cluster.spec.name}" if cluster.spec.vllm.runtime == "docker" else None,
-        "cluster": cluster.spec.name,
-        "node": node,
-        "run_id": run_id,
-        "argv": list(command.argv),
-        "env": {**command.env, **{k: secret_values[k] for k in command.secrets}},
-        "digest": cluster.plan.digest,
-    }
 
 
 def _url(cluster: Cluster) -> str:

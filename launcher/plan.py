@@ -11,7 +11,7 @@ from launcher.argv import BadValue, option_args
 from launcher.catalog import Catalog, known_versions, load_catalog, parse_version
 from launcher.errors import Problem, SparkLaunchError
 from launcher.model import ModelFacts
-from launcher.render import NodeCommand, render_nodes
+from launcher.render import NodeCommand, container_name, render_nodes
 from launcher.rules import RULES, Inputs, RuleProblem
 from launcher.schema import suggest
 from launcher.spec import Spec
@@ -67,6 +67,21 @@ class Plan:
         """A short hash of the rendered commands: equal plans, equal digests."""
         data = [[n.name, n.argv, n.env, n.secrets] for n in self.nodes]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def node_job(
+    spec: Spec, plan: Plan, node: NodeCommand, run_id: str, secret_values: dict[str, str]
+) -> dict[str, Any]:
+    """What the node agent gets to start one rank (secret values included: never printed)."""
+    return {
+        "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
+        "cluster": plan.cluster,
+        "node": node.name,
+        "run_id": run_id,
+        "argv": list(node.argv),
+        "env": {**node.env, **{k: secret_values[k] for k in node.secrets}},
+        "digest": plan.digest,
+    }
 
 
 def catalog_for(spec: Spec) -> Catalog:

@@ -9,14 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from launcher.executor import Executor, NodeError
+from launcher.render import run_dir
 
 AGENT_SOURCE = (Path(__file__).parent / "agent.py").read_text()
-RUN_ROOT = ".spark-launch"  # under the remote user's home
-
-
-def run_dir(cluster: str, node: str) -> str:
-    """The node's run directory, relative to the remote home (nodes may share a filesystem)."""
-    return f"{RUN_ROOT}/{cluster}/{node}"
 
 
 class Agent:

@@ -16,6 +16,17 @@ from launcher.spec import Node, Spec
 # Docker reads the node's environment (secrets included) from this file in the cluster's
 # run directory on the node, so no value ever reaches argv and argv stays identical.
 DOCKER_ENV_FILE = "node.env"
+RUN_ROOT = ".spark-launch"  # under the remote user's home
+
+
+def run_dir(cluster: str, node: str) -> str:
+    """The node's run directory, relative to the remote home (nodes may share a filesystem)."""
+    return f"{RUN_ROOT}/{cluster}/{node}"
+
+
+def container_name(spec: Spec) -> str:
+    """The docker runtime's container name: the same on every node (each is its own host)."""
+    return f"spark-launch-{spec.name}"
 
 
 @dataclass(frozen=True)
@@ -65,7 +76,7 @@ def runtime_prefix(spec: Spec) -> tuple[str, ...]:
         "docker",
         "run",
         "--detach",
-        f"--name=spark-launch-{spec.name}",
+        f"--name={container_name(spec)}",
         f"--label=spark-launch.cluster={spec.name}",
         "--network=host",
         "--ipc=host",

@@ -92,7 +92,6 @@ class SshExecutor:
             conn.client.set_missing_host_key_policy(_AcceptNew(files[0]))
         else:
             conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        conn._spark_known_hosts = files
         return conn
 
     @contextmanager

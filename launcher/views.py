@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from launcher.plan import Plan
-from launcher.render import pretty_command, shell_words
+from launcher.plan import Plan, node_job
+from launcher.render import pretty_command, run_dir, shell_words
 from launcher.spec import Spec
 
 
@@ -84,19 +84,10 @@ def _text(value: Any) -> str:
 
 def dry_run_text(spec: Spec, plan: Plan) -> str:
     """`up --dry-run`: exactly what `up` would send to and run on each node."""
-    from launcher.remote import run_dir
-
     out = [f"# up {plan.cluster}: plan {plan.digest}; nothing is run"]
     for n in plan.nodes:
         where = run_dir(plan.cluster, n.name)
-        job: dict[str, Any] = {
-            "cluster": plan.cluster,
-            "node": n.name,
-            "run_id": "<run id>",
-            "argv": list(n.argv),
-            "env": {**n.env, **dict.fromkeys(n.secrets, "<secret>")},
-            "digest": plan.digest,
-        }
+        job = node_job(spec, plan, n, "<run id>", dict.fromkeys(n.secrets, "<secret>"))
         out += [
             "",
             f"## {n.name} (ssh {n.ssh})",

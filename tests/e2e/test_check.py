@@ -19,7 +19,6 @@ from tests.conftest import ROOT
 from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file
 
 pytestmark = pytest.mark.testbed
-VLLM = Path((BED / "vllm").resolve() if (BED / "vllm").exists() else BED / "vllm")
 
 
 def run_bed(*args: str) -> None:
