@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import copy
+import socket
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from launcher.cluster import Cluster
+from launcher.errors import Problem
+from launcher.executor import LocalExecutor
+from launcher.model import ModelFacts
+from launcher.plan import Plan, build_plan
+from launcher.schema import build
+from launcher.spec import Spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +63,34 @@ def edit(data: dict[str, Any], **changes: Any) -> dict[str, Any]:
         else:
             node[last] = value
     return out
+
+
+def spec_of(data: dict[str, Any]) -> Spec:
+    """A Spec from plain data that must be valid."""
+    problems: list[Problem] = []
+    spec = build(Spec, data, (), problems)
+    assert not problems, problems
+    assert isinstance(spec, Spec)
+    return spec
+
+
+def plan_of(data: dict[str, Any], hybrid: bool | None = True) -> Plan:
+    """The plan of valid spec data, for a model whose hybrid-ness is given."""
+    return build_plan(spec_of(data), ModelFacts(hybrid, "test"))
+
+
+def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
+    """A cluster whose nodes are all this machine (LocalExecutor, files under `home`)."""
+    home.mkdir(exist_ok=True)
+    spec = spec_of(data)
+    return Cluster(spec, build_plan(spec, ModelFacts(True, "test")), LocalExecutor(home))
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def write(tmp_path: Path, data: dict[str, Any], name: str = "spec.yaml") -> Path:

@@ -9,17 +9,13 @@ import pytest
 
 from launcher.catalog import load_catalog
 from launcher.compare import env_rows, model_rows, network_rows, probe_rows, vllm_rows
-from launcher.model import ModelFacts
-from launcher.plan import Plan, build_plan
-from launcher.schema import build
+from launcher.plan import Plan
 from launcher.spec import Spec
-from tests.conftest import base_spec
+from tests.conftest import base_spec, plan_of, spec_of
 
 
 def plan_and_spec(version: str = "0.32.0") -> tuple[Spec, Plan]:
-    problems: list[Any] = []
-    spec = build(Spec, base_spec(version), (), problems)
-    return spec, build_plan(spec, ModelFacts(True, "test"))
+    return spec_of(base_spec(version)), plan_of(base_spec(version))
 
 
 def node_facts(**overrides: Any) -> dict[str, Any]:

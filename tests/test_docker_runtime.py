@@ -5,29 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from launcher.cluster import Cluster, Silent
-from launcher.executor import LocalExecutor
 from launcher.lifecycle import UpOptions, down, up
-from launcher.model import ModelFacts
 from launcher.observe import logs, status
-from launcher.plan import build_plan
-from launcher.schema import build
-from launcher.spec import Spec
-from tests.conftest import ROOT, base_spec
+from tests.conftest import ROOT, base_spec, free_port, local_cluster
 
 FAKES = ROOT / "tests" / "fakes"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -39,10 +26,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
     data["serve"]["port"] = free_port()
     data["env"] = {"NCCL_DEBUG": "WARN"}
     data["secrets"] = ["HF_TOKEN"]
-    problems: list[Any] = []
-    spec = build(Spec, data, (), problems)
-    (tmp_path / "home").mkdir()
-    return Cluster(spec, build_plan(spec, ModelFacts(True, "test")), LocalExecutor(tmp_path / "home"))
+    return local_cluster(data, tmp_path / "home")
 
 
 def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Path) -> None:

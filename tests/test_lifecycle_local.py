@@ -4,27 +4,14 @@ a FAKE `vllm` (tests/fakes/vllm): the edit-loop tier. The real thing is tests/e2
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from launcher.cluster import Cluster, Silent
-from launcher.executor import LocalExecutor
 from launcher.lifecycle import StartupFailed, UpOptions, down, up
-from launcher.model import ModelFacts
 from launcher.observe import status
-from launcher.plan import build_plan
-from launcher.schema import build
-from launcher.spec import Spec
-from tests.conftest import ROOT, base_spec
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.conftest import ROOT, base_spec, free_port, local_cluster
 
 
 @pytest.fixture
@@ -36,10 +23,7 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
     data = base_spec("0.32.0", nodes=2)
     data["vllm"]["venv"] = str(venv)
     data["serve"]["port"] = free_port()
-    problems: list[Any] = []
-    spec = build(Spec, data, (), problems)
-    (tmp_path / "home").mkdir()
-    return Cluster(spec, build_plan(spec, ModelFacts(True, "test")), LocalExecutor(tmp_path / "home"))
+    return local_cluster(data, tmp_path / "home")
 
 
 def test_up_waits_for_health_then_down_stops_every_rank(cluster: Cluster) -> None:

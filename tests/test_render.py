@@ -9,25 +9,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.model import ModelFacts
-from launcher.plan import Plan, build_plan
 from launcher.render import env_words, rank_args, shell_words
-from launcher.schema import build
-from launcher.spec import Spec
-from tests.conftest import base_spec
+from tests.conftest import base_spec, plan_of
 
 # Any text a YAML string can hold and argv can carry (no NUL, no lone surrogates).
 TEXT = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40
 )
 NAME_TEXT = TEXT.filter(lambda t: t.strip() != "" and not t.startswith("-"))
-
-
-def plan_of(data: dict[str, Any], hybrid: bool | None = True) -> Plan:
-    problems: list[Any] = []
-    spec = build(Spec, data, (), problems)
-    assert not problems, problems
-    return build_plan(spec, ModelFacts(hybrid, "test"))
 
 
 def through_bash(words: str) -> list[str]:

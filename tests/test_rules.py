@@ -6,18 +6,8 @@ from typing import Any
 
 import pytest
 
-from launcher.model import ModelFacts
-from launcher.plan import Plan, PlanProblems, build_plan
-from launcher.schema import build
-from launcher.spec import Spec
-from tests.conftest import base_spec, edit
-
-
-def plan_of(data: dict[str, Any], hybrid: bool | None = True) -> Plan:
-    problems: list[Any] = []
-    spec = build(Spec, data, (), problems)
-    assert not problems, problems
-    return build_plan(spec, ModelFacts(hybrid, "test"))
+from launcher.plan import Plan, PlanProblems
+from tests.conftest import base_spec, edit, plan_of
 
 
 def derived(plan: Plan) -> dict[str, Any]:

@@ -22,13 +22,11 @@ import pytest
 import yaml
 
 from launcher.catalog import CATALOG_DIR
-from launcher.model import ModelFacts
-from launcher.plan import Plan, build_plan
+from launcher.plan import Plan
 from launcher.render import shell_words
-from launcher.schema import build
-from launcher.spec import Spec
 from tests.conformance.conftest import MARKER, PROBE, run_probe
 from tests.conftest import ROOT
+from tests.conftest import plan_of as plan_for
 
 pytestmark = pytest.mark.conformance
 
@@ -86,10 +84,7 @@ def variants(version: str, venv: Path, model: Path) -> list[tuple[str, dict[str,
 
 
 def plan_of(data: dict[str, Any]) -> Plan:
-    problems: list[Any] = []
-    spec = build(Spec, data, (), problems)
-    assert not problems
-    return build_plan(spec, ModelFacts(data["model"].get("hybrid", True), "test"))
+    return plan_for(data, data["model"].get("hybrid", True))
 
 
 def test_catalog_matches_the_real_parser(vllm: tuple[str, Path]) -> None:
