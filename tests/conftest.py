@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 import yaml
 
-from launcher.cluster import Cluster
+from launcher.core.model import ModelFacts
+from launcher.core.plan import Plan, build_plan
+from launcher.core.schema import build
+from launcher.core.spec import Spec
 from launcher.errors import Problem
-from launcher.executor import LocalExecutor
-from launcher.model import ModelFacts
-from launcher.plan import Plan, build_plan
-from launcher.schema import build
-from launcher.spec import Spec
+from launcher.load import catalog_for
+from launcher.node.cluster import Cluster
+from launcher.node.executor import LocalExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,14 +77,16 @@ def spec_of(data: dict[str, Any]) -> Spec:
 
 def plan_of(data: dict[str, Any], hybrid: bool | None = True) -> Plan:
     """The plan of valid spec data, for a model whose hybrid-ness is given."""
-    return build_plan(spec_of(data), ModelFacts(hybrid, "test"))
+    spec = spec_of(data)
+    return build_plan(spec, ModelFacts(hybrid, "test"), catalog_for(spec))
 
 
 def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
     """A cluster whose nodes are all this machine (LocalExecutor, files under `home`)."""
     home.mkdir(exist_ok=True)
     spec = spec_of(data)
-    return Cluster(spec, build_plan(spec, ModelFacts(True, "test")), LocalExecutor(home))
+    plan = build_plan(spec, ModelFacts(True, "test"), catalog_for(spec))
+    return Cluster(spec, plan, LocalExecutor(home))
 
 
 def free_port() -> int:

@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 import yaml
 
-from launcher.loader import plan_file
-from launcher.spec import spec_schema
-from launcher.views import plan_dict, plan_json, plan_text
+from launcher.core.spec import spec_schema
+from launcher.core.views import plan_dict, plan_json, plan_text
+from launcher.load import plan_file
 from tests.conftest import ROOT
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cluster import Cluster, Silent
-from launcher.lifecycle import UpOptions, down, up
-from launcher.observe import logs, status
+from launcher.commands.down import down
+from launcher.commands.logs import logs
+from launcher.commands.status import status
+from launcher.commands.up import UpOptions, up
+from launcher.node.cluster import Cluster, Silent
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
 
 FAKES = ROOT / "tests" / "fakes"
@@ -56,7 +58,7 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
 
 
 def test_check_compares_image_ids_and_says_the_probe_was_not_run(cluster: Cluster) -> None:
-    from launcher.check import run_check
+    from launcher.commands.check import run_check
 
     rows = {r.item: r for r in run_check(cluster, probe=True).rows}
     assert rows["image nvcr.io/nvidia/vllm:26.05-py3 present"].ok

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cluster import Cluster, Silent
-from launcher.lifecycle import StartupFailed, UpOptions, down, up
-from launcher.observe import status
+from launcher.commands.down import down
+from launcher.commands.status import status
+from launcher.commands.up import StartupFailed, UpOptions, up
+from launcher.node.cluster import Cluster, Silent
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
 
 

@@ -9,8 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.render import env_words, rank_args, shell_words
-from tests.conftest import base_spec, plan_of
+from launcher.core.remote import probe_call
+from launcher.core.render import rank_args, shell_words
+from tests.conftest import base_spec, plan_of, spec_of
 
 # Any text a YAML string can hold and argv can carry (no NUL, no lone surrogates).
 TEXT = st.text(
@@ -39,8 +40,11 @@ def test_hostile_strings_arrive_as_exactly_one_argument(
     plan = plan_of(data)
     for node in plan.nodes:
         assert through_bash(shell_words(node.argv)) == list(node.argv)
-        assert through_bash(shell_words(env_words(node.env))) == env_words(node.env)
         assert f"--chat-template={value}" in node.argv
+        # The probe's command line carries the env as words of `env`: each arrives whole.
+        words = through_bash(probe_call(spec_of(data), node).command)
+        assert words[1 : 1 + len(node.env)] == [f"{k}={v}" for k, v in node.env.items()]
+        assert words[-len(node.argv) + 2 :] == list(node.argv[2:])
 
 
 SERVE_OPTIONS = st.fixed_dictionaries(

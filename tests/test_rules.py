@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from launcher.plan import Plan, PlanProblems
+from launcher.core.plan import Plan, PlanProblems
 from tests.conftest import base_spec, edit, plan_of
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from launcher.errors import SpecError
-from launcher.loader import plan_file
+from launcher.load import plan_file
 from tests.conftest import base_spec, edit, write
 
 BASE = base_spec()

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from launcher.node.scripts.probe import MARKER
 from tests.conftest import ROOT
 
 VERSIONS = ["0.32.0", "0.33.0"]
-PROBE = ROOT / "launcher" / "probe.py"
-MARKER = "SPARK_LAUNCH_PROBE "
+PROBE = ROOT / "launcher" / "node" / "scripts" / "probe.py"
 
 
 def venv_for(version: str) -> Path:

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from launcher.catalog import CATALOG_DIR
-from launcher.plan import Plan
-from launcher.render import shell_words
-from tests.conformance.conftest import MARKER, PROBE, run_probe
+from launcher.catalogs import CATALOG_DIR
+from launcher.core.plan import Plan
+from launcher.core.render import shell_words
+from launcher.node.scripts.probe import MARKER
+from tests.conformance.conftest import PROBE, run_probe
 from tests.conftest import ROOT
 from tests.conftest import plan_of as plan_for
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cluster import Cluster, Silent
-from launcher.lifecycle import StartupFailed, UpOptions, up
-from launcher.loader import plan_file
-from launcher.ssh import SshExecutor
+from launcher.commands.up import StartupFailed, UpOptions, up
+from launcher.load import plan_file
+from launcher.node.cluster import Cluster, Silent
+from launcher.node.ssh import SshExecutor
 from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file, start_cli, wait_for_line
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]

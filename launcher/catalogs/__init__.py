@@ -1,0 +1,34 @@
+"""The catalogs of the supported vLLM releases: data generated from each real package.
+
+`vllm-<release>.json` is written by `scripts/gen_catalog.py` from that release's real
+`vllm serve` parser (`make catalogs`) and checked against it by the conformance tier.
+Adding a release: see "Adding a vLLM release" in the README.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from launcher.core.catalog import Catalog, catalog_from_dict, parse_version
+from launcher.errors import SparkLaunchError
+
+CATALOG_DIR = Path(__file__).parent
+
+
+def known_versions() -> list[str]:
+    """The vLLM releases with a committed catalog, oldest first."""
+    names = (p.name.removeprefix("vllm-").removesuffix(".json") for p in CATALOG_DIR.glob("vllm-*.json"))
+    return sorted(names, key=parse_version)
+
+
+@functools.cache
+def load_catalog(version: str) -> Catalog:
+    """The catalog of a known release; a SparkLaunchError naming the known ones otherwise."""
+    if version not in known_versions():
+        raise SparkLaunchError(
+            f"no flag catalog for vLLM {version}; known: {', '.join(known_versions())}",
+            "set vllm.flags_from to the nearest known release to go on at your own risk",
+        )
+    return catalog_from_dict(json.loads((CATALOG_DIR / f"vllm-{version}.json").read_text()))

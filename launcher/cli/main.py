@@ -1,0 +1,70 @@
+"""The `spark-launch` command line: the group, and the one place mapping outcomes to exit codes."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from launcher import __version__
+from launcher.cli import cluster_commands, spec_commands
+from launcher.errors import ExitStatus, SparkLaunchError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="spark-launch")
+def cli() -> None:
+    """Start vLLM across several machines from ONE spec, with provably identical commands.
+
+    \b
+    Every node gets the same fully explicit `vllm serve` command (only --node-rank and
+    --headless differ), with every setting vLLM would otherwise derive per node written out.
+
+    \b
+    Start here:
+      spark-launch validate cluster.yaml    # every problem of the spec, with file:line
+      spark-launch plan cluster.yaml        # each node's exact command, and why
+      spark-launch check cluster.yaml       # are the nodes alike? (vLLM, model, env, network)
+      spark-launch up cluster.yaml          # check, start every rank, wait until it serves
+      spark-launch status cluster.yaml      # what runs where, which plan, head health
+      spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
+      spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
+      spark-launch down cluster.yaml        # stop every rank (ours only)
+
+    \b
+    Exit codes: 0 ok, 1 failed, 2 bad spec or usage, 3 nodes disagree, 4 node unreachable,
+    130 interrupted. Runbooks: deploy/ in the source tree. Example specs: configs/.
+    """
+
+
+for command in (
+    spec_commands.plan,
+    spec_commands.validate,
+    spec_commands.schema,
+    cluster_commands.check,
+    cluster_commands.up,
+    cluster_commands.status,
+    cluster_commands.logs,
+    cluster_commands.verify,
+    cluster_commands.down,
+):
+    cli.add_command(command)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run the CLI; the one place that turns outcomes and errors into exit codes."""
+    try:
+        status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except SparkLaunchError as exc:
+        click.echo(f"spark-launch: {exc.render()}" if exc.prefixed else exc.render(), err=True)
+        sys.exit(exc.exit_status)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(ExitStatus.BAD_SPEC if isinstance(exc, click.UsageError) else ExitStatus.FAILURE)
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("interrupted", err=True)
+        sys.exit(ExitStatus.INTERRUPTED)
+    sys.exit(int(status) if isinstance(status, int) else ExitStatus.OK)

@@ -1,0 +1,69 @@
+"""Commands that read a spec and touch no node: plan, validate, schema."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from launcher.cli.common import SPEC
+from launcher.errors import ExitStatus
+
+
+@click.command()
+@SPEC
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON for scripts.")
+def plan(spec: str, as_json: bool) -> ExitStatus:
+    """Print what would run on every node, and why, without running anything.
+
+    \b
+    For each node: the exact environment and `vllm serve` command. Then every setting
+    that vLLM would derive on its own and that must agree across nodes, with the value
+    decided, the flag pinning it and the reason. Secrets appear by name only.
+
+    \b
+    Examples:
+      spark-launch plan configs/qwen3-next-2x-spark.yaml
+      spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
+    """
+    from launcher.core.views import plan_json, plan_text
+    from launcher.load import plan_file
+
+    _, result = plan_file(spec)
+    click.echo(plan_json(result) if as_json else plan_text(result))
+    return ExitStatus.OK
+
+
+@click.command()
+@SPEC
+def validate(spec: str) -> ExitStatus:
+    """Check a spec; print every problem with file:line and exit 2, or exit 0.
+
+    \b
+    Checks the keys and types, the nodes, the `serve` options against the flags of the
+    pinned vLLM release, values vLLM would silently change, and the parallel sizes.
+
+    \b
+    Example:
+      spark-launch validate cluster.yaml && echo ok
+    """
+    from launcher.load import plan_file
+
+    _, result = plan_file(spec)
+    click.echo(f"{spec}: ok ({len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest})")
+    return ExitStatus.OK
+
+
+@click.command()
+def schema() -> ExitStatus:
+    """Print the JSON Schema of the spec, for editors and linters.
+
+    \b
+    Example (VS Code with the YAML extension):
+      spark-launch schema > .vscode/spark-launch.schema.json
+      # then, first line of the spec:  # yaml-language-server: $schema=.vscode/spark-launch.schema.json
+    """
+    from launcher.core.spec import spec_schema
+
+    click.echo(json.dumps(spec_schema(), indent=2))
+    return ExitStatus.OK

@@ -1,0 +1,148 @@
+"""`spark-launch check`: ask every node, in parallel, what would make it start differently.
+
+Facts per node (one SSH call each): the vLLM install, the model files, the environment
+vLLM will inherit, the interface and address, free ports, GPUs and memory. Then a real
+TCP connection from every worker to a listener on the head, and the resolve probe: each
+node's own vLLM runs create_engine_config() on exactly the argv and env it will run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from launcher.catalogs import load_catalog
+from launcher.core import remote
+from launcher.core.check_rows import (
+    Report,
+    Row,
+    env_rows,
+    host_rows,
+    model_rows,
+    network_rows,
+    probe_rows,
+    vllm_rows,
+)
+from launcher.core.reports import check_text
+from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster
+from launcher.node.executor import fan_out
+from launcher.node.scripts.probe import MARKER as PROBE_MARKER
+
+
+class NodesDisagree(SparkLaunchError):
+    """`check` found differences that would make the nodes start differently."""
+
+    prefixed = False
+
+    def __init__(self, report: Report) -> None:
+        if report.unreachable:
+            super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+        else:
+            super().__init__("the nodes are not alike: nothing was started", "fix the rows marked FAIL above")
+        self.exit_status = report.exit_status
+        self.report = report
+
+    def render(self) -> str:
+        """The table, then the verdict."""
+        return f"{check_text(self.report)}\n{super().render()}"
+
+
+def run_check(cluster: Cluster, probe: bool = True) -> Report:
+    """Gather, test and compare everything; a Report with one row per compared item."""
+    spec, plan = cluster.spec, cluster.plan
+    ports = sorted({plan.api_port, plan.master_port})
+
+    def ask(name: str) -> dict[str, Any]:
+        node = next(n for n in spec.nodes if n.name == name)
+        request = {
+            "venv": spec.vllm.venv,
+            "image": spec.vllm.image,
+            "model": spec.model.path,
+            "interface": node.interface,
+            "address": node.address,
+            "ports": ports if name == cluster.head.name else [],
+        }
+        return cluster.agents[name].facts(request)
+
+    answers = fan_out(cluster.names, ask)
+    reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
+    ok = all(v == "yes" for v in reached.values())
+    rows = [
+        Row("ssh", "reachable", reached, ok, None if ok else "fix SSH to the node first (see the message)")
+    ]
+    facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
+    if len(facts) < len(answers):
+        return Report(tuple(cluster.names), tuple(rows))
+    rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
+    rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
+    rows += host_rows(facts, len(plan.nodes))
+    if probe and spec.vllm.runtime == "docker":
+        rows.append(
+            Row(
+                "probe",
+                "not run for the docker runtime yet",
+                {},
+                False,
+                "the image id row above shows whether the nodes run the same build",
+                "warn",
+            )
+        )
+    elif probe and all(f["vllm"].get("vllm_binary") for f in facts.values()):
+        rows += probe_rows(plan, load_catalog(plan.catalog_version), _probe(cluster))
+    return Report(tuple(cluster.names), tuple(rows))
+
+
+def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """A listener on the head's master port, and a real connection to it from every worker."""
+    head = cluster.head
+    workers = cluster.names[1:]
+    port = cluster.plan.master_port
+    if not workers or facts[head.name].get("ours_running"):
+        return {}
+    listening = threading.Event()
+    answer: dict[str, Any] = {}
+
+    def on_line(line: str) -> None:
+        if '"listening"' in line:
+            listening.set()
+        elif line.startswith("{"):
+            answer.update(json.loads(line))
+
+    agent = cluster.agents[head.name]
+    call = remote.listen_call(agent.dir, head.address, port, len(workers), 15)
+    listener = threading.Thread(target=agent.stream, args=(call, on_line), daemon=True)
+    listener.start()
+    if not listening.wait(20):
+        listener.join(20)
+        return dict.fromkeys(workers, f"no listener on the head: {answer.get('error', 'timed out')}")
+    results = fan_out(
+        workers,
+        lambda w: cluster.agents[w].ask(remote.connect_call(cluster.agents[w].dir, head.address, port, 5)),
+    )
+    listener.join(20)
+    return {w: _connected(r) for w, r in results.items()}
+
+
+def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
+    if isinstance(answer, SparkLaunchError):
+        return answer.message
+    return "yes" if answer.get("ok") else str(answer.get("error"))
+
+
+def _probe(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """Each node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside)."""
+
+    def resolve(name: str) -> dict[str, Any]:
+        node = next(n for n in cluster.plan.nodes if n.name == name)
+        result = cluster.agents[name].run(remote.probe_call(cluster.spec, node))
+        lines = [x for x in result.stdout.splitlines() if x.startswith(PROBE_MARKER)]
+        if not lines:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
+            return {"error": " / ".join(tail) or f"exit {result.exited}"}
+        answer = json.loads(lines[-1][len(PROBE_MARKER) :])
+        return dict(answer["resolved"]) if answer.get("ok") else {"error": answer.get("error", "?")}
+
+    answers = fan_out(cluster.names, resolve)
+    return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}

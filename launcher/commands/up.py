@@ -1,0 +1,275 @@
+"""`spark-launch up`: check, start every rank, watch them all until the head serves.
+
+`up` never leaves a half-started cluster behind: a rank that exits, a time-out or Ctrl-C
+stops every node it started. Only a lost SSH connection leaves the cluster running, since
+nothing can be stopped through it; `status` and `down` work again once it is back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.commands.check import NodesDisagree, run_check
+from launcher.commands.down import stop_all
+from launcher.core.remote import node_job
+from launcher.core.reports import check_summary
+from launcher.core.startup_log import STAGE_NAMES, Diagnosis, NodeWatch, diagnose
+from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.node.agent import Agent
+from launcher.node.cluster import Cluster, Reporter, new_run_id
+from launcher.node.executor import NodeError
+
+API_UP = STAGE_NAMES.index("API up")
+POLL_SECONDS = 1.0
+LOST_AFTER_SECONDS = 20.0
+
+
+class PlanConflict(SparkLaunchError):
+    """The cluster runs something other than this plan."""
+
+
+class Interrupted(SparkLaunchError):
+    """Ctrl-C: what was started has been stopped."""
+
+    exit_status = ExitStatus.INTERRUPTED
+
+
+class StartupFailed(SparkLaunchError):
+    """A rank died, or the cluster did not serve in time; everything was stopped."""
+
+    def __init__(self, message: str, hint: str | None, details: list[str]) -> None:
+        super().__init__(message, hint)
+        self.details = details
+
+    def render(self) -> str:
+        """The failure, the evidence, then the hint."""
+        body = "\n".join([self.message, *self.details])
+        return body + (f"\n  hint: {self.hint}" if self.hint else "")
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """How `up` behaves."""
+
+    timeout: float = 900.0
+    wait: bool = True
+    replace: bool = False
+    grace: float = 15.0
+    check: bool = True
+    probe: bool = True
+
+
+@dataclass(frozen=True)
+class UpResult:
+    """What `up` did."""
+
+    started: bool
+    run_id: str | None
+    seconds: float
+    url: str
+    model: str | None
+    message: str
+
+
+def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
+    """Start the plan on every node and wait until the head serves (or fail cleanly)."""
+    with cluster.locked("up"):
+        existing = _running(cluster)
+        if existing:
+            digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
+            if len(existing) == len(cluster.names) and digests == {cluster.plan.digest}:
+                return UpResult(
+                    False,
+                    None,
+                    0.0,
+                    _url(cluster),
+                    None,
+                    f"cluster {cluster.spec.name} already runs plan {cluster.plan.digest}: nothing to do",
+                )
+            if not options.replace:
+                raise PlanConflict(
+                    f"cluster {cluster.spec.name} is already running on {', '.join(sorted(existing))} "
+                    f"(plan {', '.join(sorted(digests)) or '?'}), and this plan is {cluster.plan.digest}",
+                    "`spark-launch up --replace` restarts it with this plan; `spark-launch down` stops it",
+                )
+            reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
+            stop_all(cluster, options.grace)
+        _check_first(cluster, options, reporter)
+        return _start_and_wait(cluster, secret_values, options, reporter)
+
+
+def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> None:
+    """Refuse to start nodes that are not alike (the whole point: fail before loading weights)."""
+    if not options.check:
+        reporter.info(
+            "WARNING: --skip-check: starting without checking that the nodes are alike; a "
+            "difference may only show after the weights load, or as a hang"
+        )
+        return
+    probing = " (each node's own vLLM resolving its command)" if options.probe else ""
+    reporter.info(f"checking the nodes{probing}")
+    report = run_check(cluster, probe=options.probe)
+    if not report.ok:
+        raise NodesDisagree(report)
+    reporter.info(check_summary(report))
+
+
+def _running(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """Nodes with a live process of ours; an unreachable node is an error here."""
+    statuses = cluster.each(lambda agent: agent.status())
+    _raise_first(statuses)
+    return {name: s for name, s in statuses.items() if isinstance(s, dict) and s["alive"]}
+
+
+def _raise_first(results: dict[str, Any]) -> None:
+    for value in results.values():
+        if isinstance(value, SparkLaunchError):
+            raise value
+
+
+def _start_and_wait(
+    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter
+) -> UpResult:
+    run_id = new_run_id()
+    began = time.monotonic()
+    reporter.info(
+        f"starting {cluster.spec.name} (plan {cluster.plan.digest}, run {run_id}) "
+        f"on {len(cluster.names)} node(s)"
+    )
+    commands = {n.name: n for n in cluster.plan.nodes}
+
+    def start(agent: Agent) -> dict[str, Any]:
+        return agent.start(node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values))
+
+    try:
+        started = cluster.each(start)
+        failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError) or not s["ok"]}
+        if failed:
+            stop_all(cluster, options.grace)
+            name, why = next(iter(failed.items()))
+            reason = why.render() if isinstance(why, SparkLaunchError) else why.get("error")
+            raise StartupFailed(f"could not start on {name}: {reason}", "nothing was left running", [])
+        if not options.wait:
+            return UpResult(
+                True,
+                run_id,
+                time.monotonic() - began,
+                _url(cluster),
+                None,
+                f"started {cluster.spec.name} (not waiting: see `spark-launch status`)",
+            )
+        model = _wait(cluster, options, reporter, began)
+    except KeyboardInterrupt:
+        reporter.info("interrupted: stopping what was started")
+        stop_all(cluster, options.grace)
+        raise Interrupted("interrupted; every node was stopped") from None
+    seconds = time.monotonic() - began
+    return UpResult(
+        True,
+        run_id,
+        seconds,
+        _url(cluster),
+        model,
+        f"{cluster.spec.name} serves {model} at {_url(cluster)} ({seconds:.1f} s)",
+    )
+
+
+def _url(cluster: Cluster) -> str:
+    return f"http://{cluster.head.address}:{cluster.plan.api_port}/v1"
+
+
+def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float) -> str | None:
+    """Poll every node's log and liveness, and the head's /health, until it serves."""
+    watches = {n.name: NodeWatch(n.name, n.rank) for n in cluster.plan.nodes}
+    last_seen = {name: time.monotonic() for name in watches}
+    next_health = 0.0
+    while True:
+        statuses = cluster.each(lambda agent: agent.status(watches[agent.node].offset))
+        now = time.monotonic()
+        dead = []
+        for name, status in statuses.items():
+            if isinstance(status, SparkLaunchError):
+                if now - last_seen[name] > LOST_AFTER_SECONDS:
+                    raise NodeError(
+                        name,
+                        f"lost the SSH connection while waiting ({status.message})",
+                        "the cluster was left running: `spark-launch status` / `down` when it is back",
+                    )
+                continue
+            last_seen[name] = now
+            watches[name].feed(status.get("log", ""), status.get("log_size", watches[name].offset))
+            if not status["alive"]:
+                dead.append((name, status.get("exit_code")))
+        reporter.stages({n: w.stage_name for n, w in watches.items()}, now - began)
+        if dead:
+            _fail(cluster, watches, dead, options, now - began)
+        if now >= next_health or watches[cluster.head.name].stage >= API_UP:
+            next_health = now + 5
+            if _healthy(cluster):
+                return _served_model(cluster)
+        if now - began > options.timeout:
+            stop_all(cluster, options.grace)
+            where = ", ".join(f"{n} at '{w.stage_name}'" for n, w in watches.items())
+            raise StartupFailed(
+                f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where})",
+                "everything was stopped; `spark-launch logs` shows why, or raise --timeout",
+                [],
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def _healthy(cluster: Cluster) -> bool:
+    try:
+        status, _ = cluster.http("GET", "/health", timeout=5)
+    except NodeError:
+        return False
+    return status == 200
+
+
+def _served_model(cluster: Cluster) -> str | None:
+    try:
+        return str(cluster.served_model()["id"])
+    except NodeError:
+        return None
+
+
+def _fail(
+    cluster: Cluster,
+    watches: dict[str, NodeWatch],
+    dead: list[tuple[str, int | None]],
+    options: UpOptions,
+    elapsed: float,
+) -> None:
+    """A rank exited: stop everything, then say which, how, and (when known) why."""
+    stop_all(cluster, options.grace)
+    _drain(cluster, watches)
+    name, code = dead[0]
+    watch = watches[name]
+    found: Diagnosis | None = diagnose(watch.text, code)
+    for other in watches.values():  # the cause may be in another rank's log
+        found = found or diagnose(other.text)
+    details = [f"  last lines of {name}'s log:", *(f"    {line[:240]}" for line in watch.tail[-15:])]
+    if found:
+        details += [f"  diagnosis: {found.title}", f"  evidence:  {found.evidence}"]
+    raise StartupFailed(
+        f"{name} (rank {watch.rank}) exited with status {code} after {elapsed:.0f} s, "
+        f"at '{watch.stage_name}'; "
+        "every node was stopped",
+        found.hint if found else "`spark-launch logs SPEC -n 200` shows the whole log",
+        details,
+    )
+
+
+def _drain(cluster: Cluster, watches: dict[str, NodeWatch], rounds: int = 40) -> None:
+    """Read every node's log to its end (a dying rank writes a lot at the last moment)."""
+    for name, watch in watches.items():
+        for _ in range(rounds):
+            try:
+                status = cluster.agents[name].status(watch.offset)
+            except SparkLaunchError:
+                break
+            if not status.get("log"):
+                break
+            watch.feed(status["log"], status["log_size"])

@@ -1,0 +1,210 @@
+"""Spec + model facts -> Plan: every value decided, with the reason for each. Pure."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.core.argv import BadValue, option_args
+from launcher.core.catalog import Catalog, parse_version
+from launcher.core.model import ModelFacts
+from launcher.core.render import NodeCommand, render_nodes
+from launcher.core.rules import RULES, Inputs, RuleProblem
+from launcher.core.schema import suggest
+from launcher.core.spec import Spec
+from launcher.errors import Problem
+
+# serve keys the launcher sets per node, or from elsewhere in the spec.
+LAUNCHER_ONLY = (
+    "node_rank",
+    "headless",
+    "nnodes",
+    "master_addr",
+    "distributed_executor_backend",
+    "data_parallel_rank",
+    "data_parallel_address",
+)
+SPEC_OWNED = {"model": "model.path", "model_tag": "model.path", "served_model_name": "model.served_name"}
+# Options whose value is a secret: on the command line it would show in `ps` and logs.
+SECRET_OPTIONS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
+
+
+class PlanProblems(Exception):
+    """The spec cannot be planned; carries every Problem, located by key path."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__(f"{len(problems)} problem(s)")
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One decided setting, for the plan's table."""
+
+    setting: str
+    value: Any
+    flag: str | None  # the argv pinning it; None when implied by others
+    reason: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything `up` will do, decided before anything runs."""
+
+    cluster: str
+    vllm_version: str
+    catalog_version: str
+    runtime: str
+    nodes: tuple[NodeCommand, ...]
+    derived: tuple[Derived, ...]
+    notes: tuple[str, ...]
+
+    def value(self, setting: str) -> Any:
+        """The decided value of a derived setting (KeyError when the plan has none)."""
+        for d in self.derived:
+            if d.setting == setting:
+                return d.value
+        raise KeyError(setting)
+
+    @property
+    def api_port(self) -> int:
+        """The head's API port, as pinned."""
+        return int(self.value("port"))
+
+    @property
+    def master_port(self) -> int:
+        """The rendezvous port on the head, as pinned."""
+        return int(self.value("master_port"))
+
+    @property
+    def prefix_caching(self) -> bool:
+        """True when the plan turns prefix caching on."""
+        return bool(self.value("enable_prefix_caching"))
+
+    @property
+    def digest(self) -> str:
+        """A short hash of the rendered commands: equal plans, equal digests."""
+        data = [[n.name, n.argv, n.env, n.secrets] for n in self.nodes]
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
+    """Decide every setting and render every node's command; PlanProblems lists what is wrong."""
+    inputs = Inputs(spec, catalog, facts, parse_version(spec.vllm.version))
+    problems = check_serve_keys(spec, catalog)
+    derived, args, owned, notes = _apply_rules(inputs, problems)
+    args += _served_name(spec, catalog)
+    for key, value in spec.serve.items():
+        if key in owned or key in LAUNCHER_ONLY or key in SPEC_OWNED or key in SECRET_OPTIONS:
+            continue
+        option = catalog.get(key)
+        if option is None:
+            continue
+        try:
+            args += option_args(option, value)
+        except BadValue as exc:
+            problems.append(Problem(("serve", key), str(exc)))
+        if option.deprecated:
+            notes.append(f"serve.{key}: {option.deprecated}")
+    if problems:
+        raise PlanProblems(problems)
+    return Plan(
+        spec.name,
+        spec.vllm.version,
+        catalog.version,
+        spec.vllm.runtime,
+        render_nodes(spec, args),
+        (*_topology(spec, facts), *derived),
+        tuple(notes),
+    )
+
+
+def _apply_rules(
+    inputs: Inputs, problems: list[Problem]
+) -> tuple[list[Derived], list[str], set[str], list[str]]:
+    derived: list[Derived] = []
+    args: list[str] = []
+    owned: set[str] = set()
+    notes: list[str] = []
+    for rule in RULES:
+        if not rule.applies(inputs):
+            continue
+        owned.update(rule.owns)
+        try:
+            decision = rule.decide(inputs)
+        except RuleProblem as exc:
+            problems.append(exc.problem)
+            continue
+        args += decision.args
+        flag = " ".join(decision.args) or None
+        derived.append(
+            Derived(rule.setting, decision.value, flag, f"{rule.reason} [{rule.mirrors}]", decision.note)
+        )
+        if decision.note:
+            notes.append(decision.note)
+    return derived, args, owned, notes
+
+
+def check_serve_keys(spec: Spec, catalog: Catalog) -> list[Problem]:
+    """serve keys that are not flags of this release, or that the spec must not set."""
+    problems = []
+    for key in spec.serve:
+        where = ("serve", key)
+        if key in LAUNCHER_ONLY:
+            problems.append(
+                Problem(
+                    where,
+                    "is set by spark-launch for each node",
+                    "remove it; the plan shows the value each node gets",
+                )
+            )
+        elif key in SPEC_OWNED:
+            problems.append(Problem(where, f"comes from {SPEC_OWNED[key]}", f"set {SPEC_OWNED[key]} instead"))
+        elif key in SECRET_OPTIONS:
+            problems.append(
+                Problem(
+                    where,
+                    "is a secret and would show on the command line",
+                    f"list {SECRET_OPTIONS[key]} under secrets: and export it where you run spark-launch",
+                )
+            )
+        elif catalog.get(key) is None:
+            problems.append(
+                Problem(
+                    where,
+                    f"is not a `vllm serve` option in vLLM {catalog.version}",
+                    suggest(key, catalog.options) or "see `vllm serve --help=all`",
+                )
+            )
+    return problems
+
+
+def _served_name(spec: Spec, catalog: Catalog) -> list[str]:
+    name = spec.model.served_name
+    return [catalog.options["served_model_name"].flag, name] if name else []
+
+
+def _topology(spec: Spec, facts: ModelFacts) -> list[Derived]:
+    n = len(spec.nodes)
+    env = "VLLM_HOST_IP, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (
+        ", NCCL_IB_HCA" if any(x.hca for x in spec.nodes) else ""
+    )
+    return [
+        Derived("model.hybrid", facts.hybrid_text, None, f"from {facts.source}"),
+        Derived(
+            "node_rank",
+            f"0..{n - 1}",
+            "--node-rank=R",
+            "the node's position in the spec; the only flag besides --headless that differs",
+        ),
+        Derived("headless", "ranks 1.." if n > 1 else "none", "--headless", "only rank 0 serves the API"),
+        Derived(
+            "per-node env",
+            env,
+            None,
+            "from each node's address, interface and hca; every other variable is identical",
+        ),
+    ]

@@ -1,0 +1,97 @@
+"""The machinery of derived settings: what a rule sees, decides and declares. Pure.
+
+A rule names one setting vLLM would derive on each node by itself, the releases it applies
+to, a pure function deciding the value and the argv pinning it, the reason shown to the
+user and the vLLM source it mirrors. The table of rules is `table.RULES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.core.catalog import Catalog, Option, parse_version
+from launcher.core.model import ModelFacts
+from launcher.core.spec import Spec
+from launcher.errors import Problem
+
+
+class RuleProblem(Exception):
+    """A spec value a rule cannot accept; carries the Problem to report."""
+
+    def __init__(self, key: str | tuple[str, ...], message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        path = key if isinstance(key, tuple) else ("serve", key)
+        self.problem = Problem(path, message, hint)
+
+
+@dataclass
+class Inputs:
+    """What rules decide from: the spec, the catalog, the model, earlier decisions."""
+
+    spec: Spec
+    catalog: Catalog
+    facts: ModelFacts
+    version: tuple[int, ...]
+    resolved: dict[str, Any] = field(default_factory=dict)
+
+    def explicit(self, key: str) -> Any:
+        """The spec's own `serve` value for `key`, or None."""
+        return self.spec.serve.get(key)
+
+    @property
+    def pooling(self) -> bool:
+        """True when the spec asks for a pooling runner (vLLM's defaults differ there)."""
+        return self.spec.serve.get("runner") == "pooling" or "convert" in self.spec.serve
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A rule's outcome: the value, the argv pinning it (same on all nodes), a note."""
+
+    value: Any
+    args: tuple[str, ...] = ()
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One derived setting: where it applies, how it is decided, and why."""
+
+    setting: str
+    versions: str  # e.g. ">=0.29,<0.33"; empty means every release
+    decide: Callable[[Inputs], Decision]
+    reason: str
+    mirrors: str
+    owns: tuple[str, ...] = ()  # serve keys this rule renders itself
+    when: Callable[[Inputs], bool] = lambda _: True
+
+    def applies(self, inputs: Inputs) -> bool:
+        """True when this rule is in force for the spec's vLLM release and model."""
+        return in_range(inputs.version, self.versions) and self.when(inputs)
+
+
+def in_range(version: tuple[int, ...], spec: str) -> bool:
+    """True when `version` satisfies every clause of `spec` (">=0.29,<0.33")."""
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        op = clause.rstrip("0123456789.")
+        bound = parse_version(clause[len(op) :])
+        ok = {">=": version >= bound, "<": version < bound, "<=": version <= bound, ">": version > bound}[op]
+        if not ok:
+            return False
+    return True
+
+
+def bool_args(option: Option, value: bool) -> tuple[str, ...]:
+    """The argv pinning a boolean option to `value`, in the form this release accepts."""
+    if value:
+        return (option.flag,)
+    if option.negative:
+        return (option.negative[0],)
+    return ()
+
+
+def pinned(inputs: Inputs, key: str, value: Any) -> Decision:
+    """A Decision pinning option `key` to `value` as `--flag=value`."""
+    return Decision(value, (f"{inputs.catalog.options[key].flag}={value}",))

@@ -1,0 +1,118 @@
+"""THE table of derived settings: one row per setting vLLM would derive on each node.
+
+To pin a new setting: write its decider next to its kin (topology, caching, speculative),
+add a row here with the releases it applies to, the reason and the vLLM source it mirrors,
+and cover it in tests/test_rules.py and the conformance tier.
+"""
+
+from __future__ import annotations
+
+from launcher.core.rules import caching, speculative, topology
+from launcher.core.rules.base import Rule
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "distributed_executor_backend",
+        "",
+        topology.fixed("distributed_executor_backend", lambda _: "mp"),
+        "multi-node tensor parallel without Ray: every node runs its own workers",
+        "vllm/entrypoints/cli/serve.py (run_headless)",
+        owns=("distributed_executor_backend",),
+    ),
+    Rule(
+        "nnodes",
+        "",
+        topology.fixed("nnodes", lambda i: len(i.spec.nodes)),
+        "the number of nodes in the spec",
+        "vllm/config/parallel.py (nnodes)",
+        owns=("nnodes",),
+    ),
+    Rule(
+        "master_addr",
+        "",
+        topology.fixed("master_addr", lambda i: i.spec.head.address),
+        "rank 0's fabric address; vLLM's default 127.0.0.1 would point each node at itself",
+        "vllm/config/parallel.py (master_addr)",
+        owns=("master_addr",),
+    ),
+    Rule(
+        "master_port",
+        "",
+        topology.port_setting("master_port", topology.DEFAULT_MASTER_PORT),
+        "the rendezvous port, written out so no node relies on its own default",
+        "vllm/config/parallel.py (master_port)",
+        owns=("master_port",),
+    ),
+    Rule(
+        "port",
+        "",
+        topology.port_setting("port", topology.DEFAULT_API_PORT),
+        "the head's API port, written out so `up` and `verify` know where to look",
+        "vllm/entrypoints/openai/cli_args.py (port)",
+        owns=("port",),
+    ),
+    Rule(
+        "tensor_parallel_size",
+        "",
+        topology.parallel,
+        "tensor x pipeline x data parallel must equal the GPUs of all nodes",
+        "vllm/config/parallel.py (world_size)",
+        owns=("tensor_parallel_size",),
+    ),
+    Rule(
+        "enable_prefix_caching",
+        "",
+        caching.prefix_caching,
+        "unset, each node derives it from its own model config (is_prefix_caching_supported: on "
+        "for generative and hybrid models); pinned so every node agrees",
+        "vllm/engine/arg_utils.py (_set_default_chunked_prefill_and_prefix_caching_args)",
+        owns=("enable_prefix_caching",),
+    ),
+    Rule(
+        "mamba_cache_mode",
+        "<0.33",
+        caching.mamba_mode_flag,
+        "hybrid model: prefix caching on means 'align', off means 'none'; a node that derives "
+        "the other mode gets a different KV cache spec and the engine dies at start-up",
+        "vllm/model_executor/models/config.py (MambaModelConfig.verify_and_update_config)",
+        owns=("mamba_cache_mode",),
+        when=caching.hybrid_or_unknown,
+    ),
+    Rule(
+        "mamba_cache_mode",
+        ">=0.33",
+        caching.mamba_mode_implied,
+        "implied by prefix caching (--mamba-cache-mode is a deprecated no-op from 0.33); "
+        "shown so the plan says what each node will run",
+        "vllm/model_executor/models/config.py (MambaModelConfig.verify_and_update_config)",
+        owns=("mamba_cache_mode",),
+        when=caching.hybrid_or_unknown,
+    ),
+    Rule(
+        "enable_chunked_prefill",
+        "",
+        caching.chunked_prefill,
+        "unset, each node derives it from its model config; align mode requires it",
+        "vllm/engine/arg_utils.py (_set_default_chunked_prefill_and_prefix_caching_args)",
+        owns=("enable_chunked_prefill",),
+    ),
+    Rule(
+        "mamba_block_size",
+        "",
+        caching.mamba_block_size,
+        "hybrid model: only meaningful with prefix caching (align mode)",
+        "vllm/config/vllm.py (validate_mamba_block_size)",
+        owns=("mamba_block_size",),
+        when=lambda i: i.explicit("mamba_block_size") is not None and i.facts.hybrid is not False,
+    ),
+    Rule(
+        "num_speculative_tokens",
+        "",
+        speculative.speculative,
+        "speculative decoding: the number of tokens changes the mamba state shapes, so it is "
+        "written out rather than derived per node from the model",
+        "vllm/config/speculative.py (num_speculative_tokens)",
+        owns=("speculative_config",),
+        when=lambda i: i.explicit("speculative_config") is not None,
+    ),
+)

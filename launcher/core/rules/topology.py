@@ -1,0 +1,63 @@
+"""Derived settings of the multi-node topology: backend, nodes, rendezvous, ports, parallel sizes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from launcher.core.rules.base import Decision, Inputs, RuleProblem, pinned
+
+DEFAULT_MASTER_PORT = 29501
+DEFAULT_API_PORT = 8000
+
+
+def fixed(setting: str, value: Callable[[Inputs], Any]) -> Callable[[Inputs], Decision]:
+    """A decider pinning `setting` to a value computed from the spec alone."""
+
+    def decide(inputs: Inputs) -> Decision:
+        return pinned(inputs, setting, value(inputs))
+
+    return decide
+
+
+def port_setting(key: str, default: int) -> Callable[[Inputs], Decision]:
+    """A decider pinning port `key`: the spec's value, else `default`, always written out."""
+
+    def decide(inputs: Inputs) -> Decision:
+        value = inputs.explicit(key)
+        value = default if value is None else value
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
+            raise RuleProblem(key, f"must be a port number, got {value!r}")
+        return pinned(inputs, key, value)
+
+    return decide
+
+
+def parallel(inputs: Inputs) -> Decision:
+    """tensor x pipeline x data parallel must equal the GPUs of all nodes, equal per node."""
+    nodes = inputs.spec.nodes
+    sizes = {
+        k: inputs.explicit(k) or 1
+        for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+    }
+    for key, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise RuleProblem(key, f"must be a positive integer, got {value!r}")
+    if len({n.gpus for n in nodes}) > 1:
+        raise RuleProblem(
+            "tensor_parallel_size",
+            "nodes have different GPU counts; vLLM's mp backend "
+            "runs the same number of workers on every node",
+            "use nodes with equal gpus",
+        )
+    world = sizes["tensor_parallel_size"] * sizes["pipeline_parallel_size"] * sizes["data_parallel_size"]
+    gpus = sum(n.gpus for n in nodes)
+    if world != gpus:
+        fitting = gpus // (sizes["pipeline_parallel_size"] * sizes["data_parallel_size"]) or 1
+        raise RuleProblem(
+            "tensor_parallel_size",
+            f"tensor x pipeline x data parallel = {world}, but the {len(nodes)} node(s) have {gpus} GPU(s)",
+            f"e.g. tensor_parallel_size: {fitting}",
+        )
+    tp = sizes["tensor_parallel_size"]
+    return pinned(inputs, "tensor_parallel_size", tp)

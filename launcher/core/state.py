@@ -1,0 +1,101 @@
+"""What the commands find and prove, as values: a cluster's status, a verification. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    """One node, as its status script reports it."""
+
+    name: str
+    rank: int
+    reachable: bool
+    running: bool
+    pid: int | None
+    since: float | None
+    run_id: str | None
+    digest: str | None
+    processes: int
+    exit_code: int | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterStatus:
+    """Every node, plus the head's health and served model."""
+
+    cluster: str
+    plan_digest: str
+    nodes: tuple[NodeStatus, ...]
+    health: int | None
+    model: str | None
+
+    @property
+    def state(self) -> str:
+        """running, stopped, partial (some ranks only), drift (another plan) or unknown."""
+        if any(not n.reachable for n in self.nodes):
+            return "unknown"
+        running = [n for n in self.nodes if n.running]
+        if not running:
+            return "stopped"
+        if len(running) < len(self.nodes):
+            return "partial"
+        return "running" if all(n.digest == self.plan_digest for n in running) else "drift"
+
+    def as_dict(self) -> dict[str, Any]:
+        """For `status --json`."""
+        return {
+            "cluster": self.cluster,
+            "state": self.state,
+            "plan": self.plan_digest,
+            "health": self.health,
+            "model": self.model,
+            "nodes": [n.__dict__ | {"plan_matches": n.digest == self.plan_digest} for n in self.nodes],
+        }
+
+
+@dataclass
+class Check:
+    """One verification step and its outcome."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Verification:
+    """Every check, and what the running server says of its cache."""
+
+    checks: list[Check] = field(default_factory=list)
+    cache_config: dict[str, str] = field(default_factory=dict)
+    hits: list[float] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For `verify --json`."""
+        return {
+            "ok": self.ok,
+            "checks": [c.__dict__ for c in self.checks],
+            "cache_config": self.cache_config,
+            "prefix_cache_hits_after_each_send": self.hits,
+        }
+
+
+@dataclass(frozen=True)
+class DownResult:
+    """What `down` found and stopped on each node."""
+
+    per_node: dict[str, dict[str, Any]]
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing of ours is left on any node."""
+        return all(r.get("remaining", 1) == 0 for r in self.per_node.values())

@@ -1,0 +1,79 @@
+"""Talking to one node: execute the Calls of `core.remote` there and read their JSON answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from launcher.core import remote
+from launcher.core.remote import Call
+from launcher.core.render import run_dir
+from launcher.node.executor import Executor, NodeError, Result
+from launcher.node.scripts import bundle
+
+
+def stdin_of(call: Call) -> str | None:
+    """What the call's stdin gets: its script's source, or its data."""
+    return bundle(call.script) if call.script else call.data
+
+
+class Agent:
+    """One node of one cluster, reached through an Executor."""
+
+    def __init__(self, executor: Executor, cluster: str, node: str) -> None:
+        self.executor = executor
+        self.node = node
+        self.dir = run_dir(cluster, node)
+
+    def run(self, call: Call) -> Result:
+        """Execute a call; its Result, whatever the exit status."""
+        return self.executor.run(self.node, call.command, stdin=stdin_of(call), timeout=call.timeout)
+
+    def ask(self, call: Call) -> dict[str, Any]:
+        """Execute a script call; its JSON answer (the last JSON line), or a NodeError."""
+        result = self.run(call)
+        lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+        if not lines:
+            detail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+            raise NodeError(
+                self.node,
+                f"the node script {call.script} failed: {' / '.join(detail) or 'no output'}",
+                "the node needs python3 (3.8 or newer) on its PATH",
+            )
+        answer: dict[str, Any] = json.loads(lines[-1])
+        return answer
+
+    def stream(self, call: Call, on_line: Callable[[str], None]) -> Result:
+        """Execute a call whose output comes line by line."""
+        return self.executor.stream(self.node, call.command, on_line, stdin=stdin_of(call))
+
+    def start(self, job: dict[str, Any]) -> dict[str, Any]:
+        """Hand the job over and start it; the start script's answer."""
+        handover, start = remote.start_calls(self.dir, job)
+        self.run(handover).checked(self.node, "writing the job to the run directory")
+        return self.ask(start)
+
+    def status(self, offset: int | None = None) -> dict[str, Any]:
+        """State, liveness and exit status; with `offset`, the log from there on."""
+        return self.ask(remote.status_call(self.dir, offset))
+
+    def stop(self, grace: float) -> dict[str, Any]:
+        """Stop every process of ours on the node (TERM, then KILL after `grace` s)."""
+        return self.ask(remote.stop_call(self.dir, grace))
+
+    def logs(self, lines: int, follow: bool, on_line: Callable[[str], None]) -> None:
+        """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
+        self.stream(remote.logs_call(self.dir, lines, follow), on_line)
+
+    def lock(self, holder: dict[str, Any]) -> dict[str, Any]:
+        """Take the cluster lock (kept beside this node's run directory)."""
+        return self.ask(remote.lock_call(self.dir, holder))
+
+    def unlock(self, token: str) -> dict[str, Any]:
+        """Release the cluster lock held with `token` ('*' forces it)."""
+        return self.ask(remote.unlock_call(self.dir, token))
+
+    def facts(self, request: dict[str, Any]) -> dict[str, Any]:
+        """What `check` compares, gathered on the node."""
+        return self.ask(remote.facts_call(self.dir, request))

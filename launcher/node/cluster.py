@@ -1,0 +1,157 @@
+"""A planned cluster and its nodes' agents: the shared handle of every cluster operation."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets as pysecrets
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from launcher.core.plan import Plan
+from launcher.core.render import NodeCommand
+from launcher.core.spec import Spec
+from launcher.errors import SparkLaunchError
+from launcher.node.agent import Agent
+from launcher.node.executor import Executor, NodeError, fan_out
+
+
+class Reporter(Protocol):
+    """Where operations tell the user what is happening (the CLI prints; tests collect)."""
+
+    def info(self, text: str) -> None:
+        """A line of progress."""
+
+    def stages(self, stages: dict[str, str], elapsed: float) -> None:
+        """Each node's current start-up stage."""
+
+
+class Silent:
+    """A Reporter that says nothing (for scripts and tests)."""
+
+    def info(self, text: str) -> None:
+        """Ignore."""
+
+    def stages(self, stages: dict[str, str], elapsed: float) -> None:
+        """Ignore."""
+
+
+class ClusterBusy(SparkLaunchError):
+    """Another spark-launch holds the cluster's lock."""
+
+
+@dataclass
+class Cluster:
+    """The spec, its plan, and one agent per node over one executor."""
+
+    spec: Spec
+    plan: Plan
+    executor: Executor
+    api_key: str | None = None  # VLLM_API_KEY's value when the spec lists it as a secret
+
+    def __post_init__(self) -> None:
+        self.agents = {n.name: Agent(self.executor, self.spec.name, n.name) for n in self.plan.nodes}
+
+    @property
+    def names(self) -> list[str]:
+        """Node names, rank order."""
+        return [n.name for n in self.plan.nodes]
+
+    @property
+    def head(self) -> NodeCommand:
+        """Rank 0."""
+        return self.plan.nodes[0]
+
+    @property
+    def api_host(self) -> str:
+        """Where the head's API listens, as seen from the head itself."""
+        host = self.spec.serve.get("host")
+        return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
+
+    def each(self, task: Callable[[Agent], dict[str, Any]]) -> dict[str, dict[str, Any] | SparkLaunchError]:
+        """Run an agent call on every node at once."""
+        return fan_out(self.names, lambda name: task(self.agents[name]))
+
+    def http(
+        self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0
+    ) -> tuple[int, bytes]:
+        """An HTTP request to the head's API, through its SSH connection."""
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+        response = self.executor.http(
+            self.head.name, self.plan.api_port, method, path, body, timeout, self.api_host, headers
+        )
+        return response.status, response.body
+
+    def served_model(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The model entry of the head's /v1/models; a NodeError when there is none to read."""
+        status, body = self.http("GET", "/v1/models", timeout=timeout)
+        try:
+            entry = json.loads(body)["data"][0] if status == 200 else None
+        except (ValueError, KeyError, IndexError, TypeError):
+            entry = None
+        if not isinstance(entry, dict) or "id" not in entry:
+            raise NodeError(self.head.name, f"GET /v1/models answered {status} without a model")
+        return entry
+
+    @contextlib.contextmanager
+    def locked(self, command: str) -> Iterator[None]:
+        """Hold the cluster's lock (on the head) for the duration; ClusterBusy when another holds it."""
+        holder = lock_holder(command)
+        agent = self.agents[self.head.name]
+        answer = agent.lock(holder)
+        if not answer["ok"] and holder_is_stale(answer.get("holder", {})):
+            agent.unlock("*")
+            answer = agent.lock(holder)
+        if not answer["ok"]:
+            raise _busy(self, answer.get("holder", {}))
+        try:
+            yield
+        finally:
+            # Never hide why the operation ended; a lock left by a dead process on this
+            # host is recognised as stale next time.
+            with contextlib.suppress(SparkLaunchError):
+                agent.unlock(holder["token"])
+
+
+def _busy(cluster: Cluster, other: dict[str, Any]) -> ClusterBusy:
+    since = time.strftime("%H:%M:%S", time.localtime(other.get("since", 0)))
+    return ClusterBusy(
+        f"cluster {cluster.spec.name} is busy: `{other.get('command', '?')}` by {other.get('user', '?')}@"
+        f"{other.get('host', '?')} (pid {other.get('pid', '?')}) since {since}",
+        "wait for it to finish; if that process is gone, remove ~/.spark-launch/"
+        f"{cluster.spec.name}/lock on {cluster.head.name}",
+    )
+
+
+def new_run_id() -> str:
+    """A sortable, unique id for one start of the cluster (names the log files)."""
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + pysecrets.token_hex(2)
+
+
+def lock_holder(command: str) -> dict[str, Any]:
+    """Who takes the cluster lock: enough to tell a stale lock from a live one."""
+    return {
+        "token": pysecrets.token_hex(8),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "user": os.environ.get("USER", "?"),
+        "command": command,
+        "since": time.time(),
+    }
+
+
+def holder_is_stale(holder: dict[str, Any]) -> bool:
+    """True when the holder was a process on this machine that no longer exists."""
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

@@ -1,0 +1,169 @@
+"""One interface for reaching nodes: run a command (stdin in, output out), speak HTTP to a port.
+
+`ssh.SshExecutor` implements it over SSH; `LocalExecutor` runs everything on this
+machine (for tests of the node-side logic without SSH). Both raise `NodeError` for a node
+that cannot be reached, with the node's name, the reason and a hint.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from launcher.errors import ExitStatus, SparkLaunchError
+
+T = TypeVar("T")
+
+
+class NodeError(SparkLaunchError):
+    """A node could not be reached or did not answer: which node, why, and what to do."""
+
+    exit_status = ExitStatus.UNREACHABLE
+
+    def __init__(self, node: str, reason: str, hint: str | None = None) -> None:
+        super().__init__(f"node {node}: {reason}", hint)
+        self.node = node
+
+
+@dataclass(frozen=True)
+class Result:
+    """A finished command: what ran, its exit status and its output."""
+
+    command: str
+    exited: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0."""
+        return self.exited == 0
+
+    def checked(self, node: str, what: str) -> Result:
+        """This result if it succeeded; a NodeError naming the node, `what` and the output otherwise."""
+        if self.ok:
+            return self
+        detail = (self.stderr or self.stdout).strip().splitlines()[-3:]
+        raise NodeError(node, f"{what} failed (exit {self.exited}): {' / '.join(detail) or 'no output'}")
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """An HTTP answer from a node's port."""
+
+    status: int
+    body: bytes
+
+
+class Executor(Protocol):
+    """How the cluster operations reach a node, by the node's name."""
+
+    def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
+        """Run a shell command on the node and wait for it."""
+
+    def stream(
+        self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
+    ) -> Result:
+        """Run a command, handing each output line to `on_line` as it arrives."""
+
+    def http(
+        self,
+        node: str,
+        port: int,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        timeout: float = 10.0,
+        host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
+    ) -> HttpResponse:
+        """An HTTP request to host:port as seen from the node (through the SSH connection)."""
+
+    def close(self) -> None:
+        """Release every connection."""
+
+
+def fan_out(names: Iterable[str], task: Callable[[str], T]) -> dict[str, T | SparkLaunchError]:
+    """Run `task(name)` for every node at once; a node's error is its result, not a crash."""
+    names = list(names)
+
+    def guarded(name: str) -> T | SparkLaunchError:
+        try:
+            return task(name)
+        except SparkLaunchError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        return dict(zip(names, pool.map(guarded, names), strict=True))
+
+
+class LocalExecutor:
+    """Every 'node' is this machine; files go under `home` instead of ~ (named nodes share it)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
+        """Run with bash in `home`, HOME pointing there."""
+        done = subprocess.run(
+            ["bash", "-c", command],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            cwd=self.home,
+            env={**os.environ, "HOME": str(self.home)},
+            timeout=timeout,
+            check=False,
+        )
+        return Result(command, done.returncode, done.stdout, done.stderr)
+
+    def stream(
+        self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
+    ) -> Result:
+        """Run with bash, feeding lines as they come."""
+        with subprocess.Popen(
+            ["bash", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=self.home,
+            env={**os.environ, "HOME": str(self.home)},
+        ) as proc:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(stdin or "")
+            proc.stdin.close()
+            for line in proc.stdout:
+                on_line(line.rstrip("\n"))
+        return Result(command, proc.returncode, "", "")
+
+    def http(
+        self,
+        node: str,
+        port: int,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        timeout: float = 10.0,
+        host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
+    ) -> HttpResponse:
+        """Plain HTTP to this machine."""
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        try:
+            sent = {**({"Content-Type": "application/json"} if body else {}), **(headers or {})}
+            conn.request(method, path, body, sent)
+            response = conn.getresponse()
+            return HttpResponse(response.status, response.read())
+        except OSError as exc:
+            raise NodeError(node, f"no answer on {host}:{port}: {exc}") from None
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Nothing to release."""

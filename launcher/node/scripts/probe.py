@@ -1,0 +1,152 @@
+"""Ask a node's own vLLM what it would make of a `vllm serve` command line.
+
+A standalone script (standard library and vLLM only): it runs with the python of a vLLM
+install, on a node or in the conformance tests, never inside the launcher's process.
+
+    python probe.py parse   ARGV...   # parse as `vllm serve ARGV...` would
+    python probe.py resolve ARGV...   # and run vLLM's create_engine_config() on it
+    python probe.py batch < JOBS      # JSON lines {"op", "argv", "env"}: one import for all
+
+It prints one line `SPARK_LAUNCH_PROBE <json>` per job (vLLM logs to stdout as well). `resolve`
+reads only the model's config.json: no weights are loaded and no device memory is used.
+It copes with the module moves between the supported releases (0.32, 0.33).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+from typing import Any
+
+MARKER = "SPARK_LAUNCH_PROBE "
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    """Return the parser `vllm serve` itself uses, built the way vLLM's CLI builds it."""
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # releases before the utils package split
+        from vllm.utils import FlexibleArgumentParser
+
+    root = FlexibleArgumentParser(prog="vllm")
+    subparsers = root.add_subparsers(dest="subparser")
+    parser: argparse.ArgumentParser = ServeSubcommand().subparser_init(subparsers)
+    return parser
+
+
+def parse_serve_argv(argv: list[str]) -> argparse.Namespace:
+    """Parse `vllm serve ...` argv (without the `vllm serve` words) as vLLM does."""
+    args = serve_parser().parse_args(argv)
+    if getattr(args, "model_tag", None) is not None:
+        args.model = args.model_tag
+    return args
+
+
+def vllm_version() -> str:
+    """The installed vLLM release, as its package metadata records it."""
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def resolve(args: argparse.Namespace) -> dict[str, Any]:
+    """The config values every node must agree on, as this node's vLLM derives them."""
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.usage.usage_lib import UsageContext
+
+    engine_args = AsyncEngineArgs.from_cli_args(args)
+    config = engine_args.create_engine_config(
+        usage_context=UsageContext.OPENAI_API_SERVER, headless=bool(getattr(args, "headless", False))
+    )
+    cache, sched, par, model = (
+        config.cache_config,
+        config.scheduler_config,
+        config.parallel_config,
+        config.model_config,
+    )
+    spec = config.speculative_config
+    comp = config.compilation_config
+    values = {
+        "enable_prefix_caching": cache.enable_prefix_caching,
+        "mamba_cache_mode": getattr(cache, "mamba_cache_mode", None),
+        "mamba_block_size": getattr(cache, "mamba_block_size", None),
+        "block_size": cache.block_size,
+        "cache_dtype": str(cache.cache_dtype),
+        "mamba_cache_dtype": str(getattr(cache, "mamba_cache_dtype", None)),
+        "mamba_ssm_cache_dtype": str(getattr(cache, "mamba_ssm_cache_dtype", None)),
+        "enable_chunked_prefill": sched.enable_chunked_prefill,
+        "max_num_seqs": sched.max_num_seqs,
+        "max_num_batched_tokens": sched.max_num_batched_tokens,
+        "async_scheduling": getattr(sched, "async_scheduling", None),
+        "num_speculative_tokens": spec.num_speculative_tokens if spec else 0,
+        "dtype": str(model.dtype),
+        "max_model_len": model.max_model_len,
+        "is_hybrid": model.is_hybrid,
+        "enforce_eager": model.enforce_eager,
+        "compilation_mode": str(getattr(comp, "mode", getattr(comp, "level", None))),
+        "cudagraph_mode": str(getattr(comp, "cudagraph_mode", None)),
+        "tensor_parallel_size": par.tensor_parallel_size,
+        "pipeline_parallel_size": par.pipeline_parallel_size,
+        "data_parallel_size": par.data_parallel_size,
+        "nnodes": getattr(par, "nnodes", None),
+        "node_rank": getattr(par, "node_rank", None),
+        "master_addr": getattr(par, "master_addr", None),
+        "master_port": getattr(par, "master_port", None),
+        "distributed_executor_backend": str(par.distributed_executor_backend),
+    }
+    try:
+        values["config_hash"] = config.compute_hash()
+    except Exception as exc:  # a release whose hash needs more than the config
+        values["config_hash"] = f"unavailable: {type(exc).__name__}"
+    return values
+
+
+def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Parse (and for `resolve`, derive the config of) one command line under `env`."""
+    result: dict[str, Any] = {"vllm_version": vllm_version()}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        args = parse_serve_argv(serve_argv)
+        result["args"] = {k: v for k, v in vars(args).items() if not callable(v)}
+        if op == "resolve":
+            result["resolved"] = resolve(args)
+        result["ok"] = True
+    except SystemExit as exc:  # argparse rejects the command line
+        result.update(ok=False, error=f"the vLLM parser rejected the command (exit {exc.code})")
+    except Exception as exc:
+        result.update(ok=False, error=f"{type(exc).__name__}: {exc}")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """Run the probe command(s) and print one JSON result line for each."""
+    if argv[:1] == ["batch"]:
+        jobs = [json.loads(line) for line in sys.stdin if line.strip()]
+    elif len(argv) >= 2 and argv[0] in ("parse", "resolve"):
+        jobs = [{"op": argv[0], "argv": argv[1:], "env": {}}]
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    ok = True
+    for job in jobs:
+        result = run_job(job["op"], job["argv"], job.get("env", {}))
+        ok = ok and result["ok"]
+        print(MARKER + json.dumps(result, default=str), flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

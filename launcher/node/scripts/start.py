@@ -1,0 +1,122 @@
+"""Start the job in run.json detached, in its own session; run.json is deleted at once.
+
+venv runtime: the argv runs under a small bash wrapper that records its exit status.
+docker runtime: `docker run --detach`; the container is the process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from launcher.node.scripts.common import (  # inlined when sent
+    MARKER,
+    container_state,
+    docker,
+    emit,
+    node_prefix,
+    our_processes,
+    read_json,
+    run_directory,
+    state_path,
+    write_json,
+)
+
+# The wrapper records vLLM's exit status where `status` can read it after the process is gone.
+WRAPPER = '"$@"; code=$?; echo "$code" > "$SPARK_LAUNCH_EXIT_FILE"; exit "$code"'
+
+
+def start(directory: str) -> None:
+    """Start the command in run.json detached, in its own session; remove run.json at once."""
+    job_path = os.path.join(directory, "run.json")
+    job = read_json(job_path)
+    with contextlib.suppress(OSError):
+        os.remove(job_path)  # it holds the secrets: gone before anything else can fail
+    if job is None:
+        return emit(ok=False, error=f"no readable run.json in {directory}")
+    if job.get("container"):
+        return start_container(directory, job)
+    prefix = node_prefix(directory)
+    if our_processes(prefix):
+        return emit(ok=False, error="already running", state=read_json(state_path(directory)))
+    os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
+    run_id = job["run_id"]
+    log = os.path.join(directory, "logs", run_id + ".log")
+    exit_file = os.path.join(directory, "logs", run_id + ".exit")
+    env = dict(os.environ)
+    env.update(job["env"])
+    env[MARKER] = prefix + run_id
+    env["SPARK_LAUNCH_EXIT_FILE"] = exit_file
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", WRAPPER, "spark-launch-" + job["cluster"], *job["argv"]],
+            cwd=directory,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    state = {
+        "cluster": job["cluster"],
+        "node": job["node"],
+        "run_id": run_id,
+        "pid": proc.pid,
+        "pgid": proc.pid,
+        "started_at": time.time(),
+        "digest": job["digest"],
+        "log": log,
+        "exit_file": exit_file,
+        "argv": job["argv"],
+        "env_names": sorted(job["env"]),
+    }
+    write_json(state_path(directory), state)
+    return emit(ok=True, state=state)
+
+
+def start_container(directory: str, job: dict[str, Any]) -> None:
+    """`docker run --detach` the planned command; its env file (secrets too) lives only meanwhile."""
+    name = job["container"]
+    if container_state(name)["running"]:
+        return emit(ok=False, error=f"container {name} is already running")
+    docker("rm", "--force", name)  # a stopped container of an earlier run holds the name
+    if any("\n" in value for value in job["env"].values()):
+        return emit(ok=False, error="docker env files cannot hold a value with a newline")
+    env_file = os.path.join(directory, "node.env")
+    fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.writelines(f"{key}={value}\n" for key, value in job["env"].items())
+    try:
+        done = subprocess.run(job["argv"], cwd=directory, capture_output=True, text=True, check=False)
+    finally:
+        os.remove(env_file)
+    if done.returncode != 0:
+        return emit(ok=False, error=f"docker run failed: {done.stderr.strip()[-500:]}")
+    state = {
+        "cluster": job["cluster"],
+        "node": job["node"],
+        "run_id": job["run_id"],
+        "pid": None,
+        "container": name,
+        "container_id": done.stdout.strip()[:12],
+        "started_at": time.time(),
+        "digest": job["digest"],
+        "log": os.path.join(directory, "logs", job["run_id"] + ".log"),
+        "argv": job["argv"],
+        "env_names": sorted(job["env"]),
+    }
+    write_json(state_path(directory), state)
+    return emit(ok=True, state=state)
+
+
+def main(argv: list[str]) -> None:
+    """start DIR"""
+    start(run_directory(argv))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

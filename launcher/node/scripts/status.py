@@ -1,0 +1,75 @@
+"""Report what runs on this node: state, liveness, exit status, and the log from an offset.
+
+The poll `up` runs every second while it waits: keep it small.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from launcher.node.scripts.common import (  # inlined when sent
+    container_state,
+    docker,
+    emit,
+    node_prefix,
+    our_processes,
+    read_json,
+    read_text,
+    run_directory,
+    state_path,
+)
+
+
+def container_status(state: dict[str, Any], offset: int | None) -> dict[str, Any]:
+    """status for a container: docker's view, and its log copied next to the others."""
+    info = container_state(state["container"])
+    result: dict[str, Any] = {
+        "ok": True,
+        "state": state,
+        "alive": info["running"],
+        "processes": int(info["running"]),
+        "exit_code": info["exit_code"],
+    }
+    if offset is not None:
+        logs = docker("logs", state["container"])
+        if info["exists"]:
+            with open(state["log"], "w") as f:
+                f.write(logs.stdout + logs.stderr)
+        result.update(read_log(state["log"], offset))
+    return result
+
+
+def status(directory: str, offset: int | None = None) -> None:
+    """What runs here: state, liveness, exit status, and the log from `offset` on."""
+    state = read_json(state_path(directory))
+    if state and state.get("container"):
+        return emit(**container_status(state, offset))
+    procs = our_processes(node_prefix(directory))
+    result: dict[str, Any] = {"ok": True, "state": state, "alive": bool(procs), "processes": len(procs)}
+    if state:
+        code = (read_text(state.get("exit_file")) or "").strip()
+        result["exit_code"] = int(code) if code.lstrip("-").isdigit() else None
+        if offset is not None:
+            result.update(read_log(state["log"], offset))
+    return emit(**result)
+
+
+def read_log(path: str, offset: int, limit: int = 262144) -> dict[str, Any]:
+    """Up to `limit` bytes of the log from `offset`, and where the next read starts."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except OSError:
+        return {"log_size": 0, "log": ""}
+    return {"log_size": offset + len(data), "log": data.decode("utf-8", "replace")}
+
+
+def main(argv: list[str]) -> None:
+    """status DIR [OFFSET]"""
+    status(run_directory(argv), int(argv[1]) if len(argv) > 1 else None)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,223 @@
+"""SSH to the nodes through fabric/paramiko: the only module that imports them.
+
+Everything travels over exec channels (commands, their stdin, their output) and
+direct-tcpip channels (HTTP): no SFTP subsystem is needed on the nodes.
+
+fabric resolves each target through ssh_config (aliases, users, ports, keys, agent,
+ProxyJump); commands then run on paramiko channels directly, so stdin can be closed and
+exit codes and timeouts are exact. Host keys are verified against the known_hosts files
+ssh_config names (fabric itself would add any key silently). Every paramiko or socket
+failure leaves this module as a NodeError naming the node, the reason and a fix.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import paramiko
+from fabric import Config, Connection
+
+from launcher.node.executor import HttpResponse, NodeError, Result
+
+# paramiko logs transport failures (with tracebacks) from its own threads; every failure
+# that matters reaches the user as a NodeError instead.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """StrictHostKeyChecking accept-new: trust a first-seen key and record it; never a changed one."""
+
+    def __init__(self, known_hosts: Path) -> None:
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        with self.known_hosts.open("a") as f:
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+
+
+class SshExecutor:
+    """Executor over SSH: one connection per node, opened on first use and reused."""
+
+    def __init__(
+        self, targets: dict[str, str], ssh_config: str | None = None, connect_timeout: float = 10
+    ) -> None:
+        if ssh_config is not None and not Path(ssh_config).expanduser().is_file():
+            raise NodeError(
+                "(all)",
+                f"ssh_config file {ssh_config} does not exist",
+                "fix --ssh-config or the spec's ssh_config key",
+            )
+        self.targets = targets
+        self.ssh_config = ssh_config
+        self.connect_timeout = connect_timeout
+        self._connections: dict[str, Connection] = {}
+        self._locks = {name: threading.Lock() for name in targets}
+
+    # -- connections -------------------------------------------------------------------
+    def connection(self, node: str) -> Connection:
+        """The open connection to `node` (opened now if needed)."""
+        with self._locks[node]:
+            conn = self._connections.get(node)
+            if conn is not None and conn.is_connected:
+                return conn
+            conn = self._new_connection(node)
+            with self._errors(node, conn):
+                conn.open()
+            self._connections[node] = conn
+            return conn
+
+    def _new_connection(self, node: str) -> Connection:
+        config = Config(runtime_ssh_path=os.path.expanduser(self.ssh_config)) if self.ssh_config else Config()
+        conn = Connection(self.targets[node], config=config, connect_timeout=self.connect_timeout)
+        conn.connect_kwargs.setdefault("banner_timeout", self.connect_timeout)
+        strict = str(conn.ssh_config.get("stricthostkeychecking", "ask")).lower()
+        files = [
+            Path(os.path.expanduser(f))
+            for f in str(conn.ssh_config.get("userknownhostsfile", "~/.ssh/known_hosts")).split()
+        ]
+        for path in [Path("/etc/ssh/ssh_known_hosts"), *files]:
+            if path.is_file():
+                conn.client.load_host_keys(str(path))
+        if strict in ("no", "off"):
+            conn.client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        elif strict == "accept-new":
+            conn.client.set_missing_host_key_policy(_AcceptNew(files[0]))
+        else:
+            conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        return conn
+
+    @contextmanager
+    def _errors(self, node: str, conn: Connection | None = None) -> Iterator[None]:
+        """Translate paramiko and socket failures into NodeError."""
+        where = f"{conn.user}@{conn.host}:{conn.port}" if conn is not None else self.targets[node]
+        host, port = (conn.host, conn.port) if conn is not None else (where, 22)
+        try:
+            yield
+        except paramiko.BadHostKeyException:
+            raise NodeError(
+                node,
+                f"the host key of {where} has CHANGED: refusing to connect",
+                f"if the node was reinstalled, remove the old key: ssh-keygen -R {host}",
+            ) from None
+        except paramiko.AuthenticationException:
+            raise NodeError(
+                node,
+                f"authentication failed for {where}",
+                "check the key: ssh-copy-id, or IdentityFile in ssh_config",
+            ) from None
+        except paramiko.ssh_exception.NoValidConnectionsError:
+            raise NodeError(
+                node, f"connection refused by {where}", "is sshd running there, on that port?"
+            ) from None
+        except TimeoutError:
+            raise NodeError(
+                node,
+                f"timed out reaching {where}",
+                "is the address right and reachable from here? (ssh -v to see more)",
+            ) from None
+        except socket.gaierror:
+            raise NodeError(
+                node, f"cannot resolve {where}", "check the ssh target or HostName in ssh_config"
+            ) from None
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise NodeError(
+                    node,
+                    f"the host key of {where} is unknown: refusing to connect",
+                    f"check it, then accept it: ssh {self.targets[node]} once, or "
+                    f"ssh-keyscan -p {port} {host} >> ~/.ssh/known_hosts",
+                ) from None
+            raise NodeError(node, f"ssh failed: {exc}") from None
+        except (EOFError, OSError) as exc:
+            raise NodeError(
+                node,
+                f"connection lost: {exc or type(exc).__name__}",
+                "the node may have rebooted or the network dropped",
+            ) from None
+
+    # -- the Executor interface --------------------------------------------------------
+    def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
+        """Run `command` in the node's login shell; stdin (if any) is sent, then closed."""
+        client = self.connection(node).client
+        with self._errors(node):
+            chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)
+            if stdin is not None:
+                chan_in.write(stdin.encode())
+            chan_in.channel.shutdown_write()
+            out = chan_out.read().decode(errors="replace")
+            err = chan_err.read().decode(errors="replace")
+            return Result(command, chan_out.channel.recv_exit_status(), out, err)
+
+    def stream(
+        self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
+    ) -> Result:
+        """Run `command`, handing each stdout line to `on_line` as it arrives."""
+        client = self.connection(node).client
+        with self._errors(node):
+            chan_in, chan_out, _ = client.exec_command(command)
+            if stdin is not None:
+                chan_in.write(stdin.encode())
+            chan_in.channel.shutdown_write()
+            for line in chan_out:
+                on_line(line.rstrip("\n"))
+            return Result(command, chan_out.channel.recv_exit_status(), "", "")
+
+    def http(
+        self,
+        node: str,
+        port: int,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        timeout: float = 10.0,
+        host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
+    ) -> HttpResponse:
+        """HTTP to host:port as the node sees it, through the SSH connection: no port exposed."""
+        transport = self.connection(node).client.get_transport()
+        if transport is None:
+            raise NodeError(node, "the SSH connection closed")
+        try:
+            channel = transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+        except paramiko.ChannelException as exc:
+            raise NodeError(node, f"nothing answers on {host}:{port} ({exc.text})") from None
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise NodeError(
+                node,
+                f"cannot open a tunnel to {host}:{port}: {exc}",
+                "the node's sshd must allow TCP forwarding (AllowTcpForwarding)",
+            ) from None
+        channel.settimeout(timeout)
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        conn.sock = channel
+        try:
+            sent: dict[str, Any] = {
+                **({"Content-Type": "application/json"} if body is not None else {}),
+                **(headers or {}),
+            }
+            conn.request(method, path, body, sent)
+            response = conn.getresponse()
+            return HttpResponse(response.status, response.read())
+        except (OSError, http.client.HTTPException) as exc:
+            raise NodeError(
+                node, f"HTTP {method} {path} on {host}:{port} failed: {exc or type(exc).__name__}"
+            ) from None
+        finally:
+            channel.close()
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
