@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -20,11 +21,28 @@ DEMO = ROOT / "configs" / "demo.yaml"
 NAMESPACES = {"node1": "sl-node1", "node2": "sl-node2"}
 
 
+SESSION_LOCK = Path("/tmp/spark-launch-testbed.session.lock")
+
+
 @pytest.fixture(scope="session")
-def testbed() -> Path:
-    """The two namespace nodes with sshd, the vLLM CPU venv and the tiny model (needs root)."""
+def testbed() -> Iterator[Path]:
+    """The two namespace nodes with sshd, the vLLM CPU venv and the tiny model (needs root).
+
+    One test session at a time holds the bed (its names and addresses are machine-wide):
+    a second session waits here until the first ends.
+    """
     if os.geteuid() != 0:
         pytest.fail("the end-to-end tests need root (network namespaces, sshd)", pytrace=False)
+    with SESSION_LOCK.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"\nwaiting for another test session to release the test bed ({SESSION_LOCK})")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield _bring_up()
+
+
+def _bring_up() -> Path:
     done = subprocess.run(
         [sys.executable, "-m", "testbed", "up"],
         cwd=ROOT,
