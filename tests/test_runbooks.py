@@ -21,7 +21,14 @@ from tests.conftest import ROOT
 
 DEPLOY = ROOT / "deploy"
 RUNBOOKS = sorted(DEPLOY.glob("*.md"))
-EXPECTED = ("README.md", "first-bring-up.md", "daily-operations.md", "startup-failed.md", "upgrading-vllm.md")
+EXPECTED = (
+    "README.md",
+    "why-nodes-must-agree.md",
+    "first-bring-up.md",
+    "daily-operations.md",
+    "startup-failed.md",
+    "upgrading-vllm.md",
+)
 
 FENCE = re.compile(r"^\s*```\s*(\S*)")
 SH_LANGS = {"sh", "bash", "shell", "console"}
