@@ -14,6 +14,7 @@ from launcher.commands.logs import logs
 from launcher.commands.status import status
 from launcher.commands.up import UpOptions, up
 from launcher.node.cluster import Cluster, Silent
+from launcher.node.executor import LocalExecutor
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
 
 FAKES = ROOT / "tests" / "fakes"
@@ -57,11 +58,26 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     assert down(cluster, 2, Silent()).per_node["n1"]["found"] == 0  # twice is fine
 
 
-def test_check_compares_image_ids_and_says_the_probe_was_not_run(cluster: Cluster) -> None:
+def test_check_fails_a_node_without_the_image_and_one_holding_another_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from launcher.commands.check import run_check
 
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    image = "nvcr.io/nvidia/vllm:26.05-py3"
+    held = {"n1": {image: "sha256:aaa"}, "n2": {}, "n3": {image: "sha256:bbb"}}
+    node_env = {}
+    for name, images in held.items():
+        state = tmp_path / f"docker-{name}"
+        state.mkdir()
+        (state / "images.json").write_text(json.dumps(images))
+        node_env[name] = {"FAKE_DOCKER_STATE": str(state)}
+    data = base_spec("0.33.0", nodes=3)
+    data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": image}
+    base = local_cluster(data, tmp_path / "home")
+    cluster = Cluster(base.spec, base.plan, LocalExecutor(tmp_path / "home", node_env))
     rows = {r.item: r for r in run_check(cluster, probe=True).rows}
-    assert rows["image nvcr.io/nvidia/vllm:26.05-py3 present"].ok
-    assert rows["image id"].ok and rows["image id"].values["n1"].startswith("sha256:")
-    probe = rows["not run for the docker runtime yet"]
-    assert probe.level == "warn" and not probe.failed
+    present = rows[f"image {image} present"]
+    assert present.failed and present.values == {"n1": "sha256:aaa", "n2": None, "n3": "sha256:bbb"}
+    assert rows["image id"].failed
+    assert rows["image id"].values == {"n1": "sha256:aaa", "n2": "", "n3": "sha256:bbb"}

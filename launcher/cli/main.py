@@ -31,6 +31,7 @@ def cli() -> None:
       spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
       spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
       spark-launch down cluster.yaml        # stop every rank (ours only)
+      spark-launch schema > spec.schema.json  # the spec's JSON Schema, for your editor
 
     \b
     Exit codes: 0 ok, 1 failed, 2 bad spec or usage, 3 nodes disagree, 4 node unreachable,

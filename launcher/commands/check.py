@@ -101,20 +101,19 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
     port = cluster.plan.master_port
     if not workers or facts[head.name].get("ours_running"):
         return {}
-    listening = threading.Event()
+    answered = threading.Event()  # the listener listens, or says why it cannot
     answer: dict[str, Any] = {}
 
     def on_line(line: str) -> None:
-        if '"listening"' in line:
-            listening.set()
-        elif line.startswith("{"):
+        if line.startswith("{"):
             answer.update(json.loads(line))
+            answered.set()
 
     agent = cluster.agents[head.name]
     call = remote.listen_call(agent.dir, head.address, port, len(workers), 15)
     listener = threading.Thread(target=agent.stream, args=(call, on_line), daemon=True)
     listener.start()
-    if not listening.wait(20):
+    if not answered.wait(20) or not answer.get("listening"):
         listener.join(20)
         return dict.fromkeys(workers, f"no listener on the head: {answer.get('error', 'timed out')}")
     results = fan_out(

@@ -8,13 +8,19 @@ from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster, Reporter
 
 
+def stop_reachable(cluster: Cluster, grace: float) -> tuple[DownResult, dict[str, SparkLaunchError]]:
+    """Stop every process of ours on every node that answers, at once; and the nodes that did not."""
+    results = cluster.each(lambda agent: agent.stop(grace))
+    stopped = {n: r for n, r in results.items() if isinstance(r, dict)}
+    return DownResult(stopped), {n: r for n, r in results.items() if isinstance(r, SparkLaunchError)}
+
+
 def stop_all(cluster: Cluster, grace: float) -> DownResult:
     """Stop every process of ours on every node at once; an unreachable node is an error."""
-    results = cluster.each(lambda agent: agent.stop(grace))
-    for value in results.values():
-        if isinstance(value, SparkLaunchError):
-            raise value
-    return DownResult({n: r for n, r in results.items() if isinstance(r, dict)})
+    result, unreachable = stop_reachable(cluster, grace)
+    for error in unreachable.values():
+        raise error
+    return result
 
 
 def down(cluster: Cluster, grace: float, reporter: Reporter) -> DownResult:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.commands.check import NodesDisagree, run_check
-from launcher.commands.down import stop_all
+from launcher.commands.down import stop_all, stop_reachable
 from launcher.core.remote import node_job
 from launcher.core.reports import check_summary
 from launcher.core.startup_log import STAGE_NAMES, Diagnosis, NodeWatch, diagnose
@@ -59,6 +59,8 @@ class UpOptions:
     grace: float = 15.0
     check: bool = True
     probe: bool = True
+    poll: float = POLL_SECONDS
+    lost_after: float = LOST_AFTER_SECONDS  # a node that cannot be asked this long is lost
 
 
 @dataclass(frozen=True)
@@ -147,10 +149,10 @@ def _start_and_wait(
         started = cluster.each(start)
         failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError) or not s["ok"]}
         if failed:
-            stop_all(cluster, options.grace)
+            left = _stop_what_answers(cluster, options)
             name, why = next(iter(failed.items()))
-            reason = why.render() if isinstance(why, SparkLaunchError) else why.get("error")
-            raise StartupFailed(f"could not start on {name}: {reason}", "nothing was left running", [])
+            reason = why.message if isinstance(why, SparkLaunchError) else why.get("error")
+            raise StartupFailed(f"could not start on {name}: {reason}", left, [])
         if not options.wait:
             return UpResult(
                 True,
@@ -163,8 +165,7 @@ def _start_and_wait(
         model = _wait(cluster, options, reporter, began)
     except KeyboardInterrupt:
         reporter.info("interrupted: stopping what was started")
-        stop_all(cluster, options.grace)
-        raise Interrupted("interrupted; every node was stopped") from None
+        raise Interrupted(f"interrupted; {_stop_what_answers(cluster, options)}") from None
     seconds = time.monotonic() - began
     return UpResult(
         True,
@@ -174,6 +175,14 @@ def _start_and_wait(
         model,
         f"{cluster.spec.name} serves {model} at {_url(cluster)} ({seconds:.1f} s)",
     )
+
+
+def _stop_what_answers(cluster: Cluster, options: UpOptions) -> str:
+    """Stop every node that answers; say so, and name the ones that did not."""
+    _, unreachable = stop_reachable(cluster, options.grace)
+    if not unreachable:
+        return "every node was stopped"
+    return f"every other node was stopped; could not reach {', '.join(sorted(unreachable))} to stop it"
 
 
 def _url(cluster: Cluster) -> str:
@@ -191,11 +200,11 @@ def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float
         dead = []
         for name, status in statuses.items():
             if isinstance(status, SparkLaunchError):
-                if now - last_seen[name] > LOST_AFTER_SECONDS:
+                if now - last_seen[name] > options.lost_after:
                     raise NodeError(
                         name,
-                        f"lost the SSH connection while waiting ({status.message})",
-                        "the cluster was left running: `spark-launch status` / `down` when it is back",
+                        f"lost while waiting ({status.message}); {_stop_what_answers(cluster, options)}",
+                        "`spark-launch down` once the node answers again stops what may still run there",
                     )
                 continue
             last_seen[name] = now
@@ -210,14 +219,14 @@ def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float
             if _healthy(cluster):
                 return _served_model(cluster)
         if now - began > options.timeout:
-            stop_all(cluster, options.grace)
+            left = _stop_what_answers(cluster, options)
             where = ", ".join(f"{n} at '{w.stage_name}'" for n, w in watches.items())
             raise StartupFailed(
-                f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where})",
-                "everything was stopped; `spark-launch logs` shows why, or raise --timeout",
+                f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where}); {left}",
+                "`spark-launch logs` shows why, or raise --timeout",
                 [],
             )
-        time.sleep(POLL_SECONDS)
+        time.sleep(options.poll)
 
 
 def _healthy(cluster: Cluster) -> bool:
@@ -243,7 +252,7 @@ def _fail(
     elapsed: float,
 ) -> None:
     """A rank exited: stop everything, then say which, how, and (when known) why."""
-    stop_all(cluster, options.grace)
+    left = _stop_what_answers(cluster, options)
     _drain(cluster, watches)
     name, code = dead[0]
     watch = watches[name]
@@ -255,8 +264,7 @@ def _fail(
         details += [f"  diagnosis: {found.title}", f"  evidence:  {found.evidence}"]
     raise StartupFailed(
         f"{name} (rank {watch.rank}) exited with status {code} after {elapsed:.0f} s, "
-        f"at '{watch.stage_name}'; "
-        "every node was stopped",
+        f"at '{watch.stage_name}'; {left}",
         found.hint if found else "`spark-launch logs SPEC -n 200` shows the whole log",
         details,
     )

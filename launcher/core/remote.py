@@ -31,8 +31,13 @@ class Call:
 
 
 def script(name: str, directory: str, *args: str, timeout: float = 60.0, about: str = "") -> Call:
-    """Run node script `name` with `python3 -`, on the node's run directory and `args`."""
-    return Call(f"{PYTHON} - {shlex.join([directory, *args])}", script=name, timeout=timeout, about=about)
+    """Run node script `name` with `python3 -` on the node's run directory and `args`.
+
+    The script's name is the first argument, so `ps` on the node (and the dry run) says
+    which one runs.
+    """
+    words = [name, directory, *args]
+    return Call(f"{PYTHON} - {shlex.join(words)}", script=name, timeout=timeout, about=about)
 
 
 def node_job(

@@ -104,10 +104,17 @@ def fan_out(names: Iterable[str], task: Callable[[str], T]) -> dict[str, T | Spa
 
 
 class LocalExecutor:
-    """Every 'node' is this machine; files go under `home` instead of ~ (named nodes share it)."""
+    """Every 'node' is this machine; files go under `home` instead of ~ (named nodes share it).
 
-    def __init__(self, home: Path) -> None:
+    `node_env` gives a node variables of its own, as a real node's login environment would.
+    """
+
+    def __init__(self, home: Path, node_env: dict[str, dict[str, str]] | None = None) -> None:
         self.home = home
+        self.node_env = node_env or {}
+
+    def _env(self, node: str) -> dict[str, str]:
+        return {**os.environ, "HOME": str(self.home), **self.node_env.get(node, {})}
 
     def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
         """Run with bash in `home`, HOME pointing there."""
@@ -117,7 +124,7 @@ class LocalExecutor:
             capture_output=True,
             text=True,
             cwd=self.home,
-            env={**os.environ, "HOME": str(self.home)},
+            env=self._env(node),
             timeout=timeout,
             check=False,
         )
@@ -133,7 +140,7 @@ class LocalExecutor:
             stdout=subprocess.PIPE,
             text=True,
             cwd=self.home,
-            env={**os.environ, "HOME": str(self.home)},
+            env=self._env(node),
         ) as proc:
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write(stdin or "")

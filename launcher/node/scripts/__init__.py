@@ -1,7 +1,7 @@
 """The scripts sent to the nodes, one per job, and how they travel.
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
-`python3 - DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
+`python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
 `common.py` holds what they share; `bundle` inlines it in front of the script. The probe
 runs under the node's own vLLM install instead (`probe.py` imports vLLM).
 """

@@ -2,7 +2,7 @@
 
 The node scripts are standalone: standard library only, Python 3.8 or newer, nothing
 installed on the nodes. The launcher sends one script at a time on the stdin of
-`python3 - DIR ARGS...`, with this file inlined in front of it (see `bundle`). DIR is the
+`python3 - NAME DIR ARGS...`, with this file inlined in front of it (see `bundle`). DIR is the
 node's run directory, `~/.spark-launch/<cluster>/<node>`.
 
 Every process spark-launch starts carries SPARK_LAUNCH_RUN=<cluster>/<node>/<run id> in

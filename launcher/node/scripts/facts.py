@@ -214,5 +214,5 @@ def main(argv: list[str]) -> None:
     facts(run_directory(argv), argv[1])
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+    main(sys.argv[2:])

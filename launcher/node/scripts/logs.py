@@ -28,5 +28,5 @@ def main(argv: list[str]) -> None:
     logs(run_directory(argv), int(argv[1]), argv[2:3] == ["follow"])
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+    main(sys.argv[2:])

@@ -56,5 +56,5 @@ def main(argv: list[str]) -> None:
         connect(directory, *argv[2:5])
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+    main(sys.argv[2:])

@@ -71,5 +71,5 @@ def main(argv: list[str]) -> None:
     status(run_directory(argv), int(argv[1]) if len(argv) > 1 else None)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+    main(sys.argv[2:])

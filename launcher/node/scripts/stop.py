@@ -90,5 +90,5 @@ def main(argv: list[str]) -> None:
     stop(run_directory(argv), float(argv[1]) if len(argv) > 1 else 10.0)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+    main(sys.argv[2:])

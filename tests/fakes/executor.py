@@ -1,0 +1,70 @@
+"""A FAKE executor for the fast tier: it answers each call from a script of handlers.
+
+Like invoke's MockContext: a test says what each node answers to each node script
+(`python3 - NAME DIR ARGS`) or to the job hand-over (a plain shell line, key "shell"),
+and reads back every call made. For the branches a real bed reaches only by accident:
+a partial start failure, a node lost while waiting, a busy lock, a failed hand-over.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.node.executor import HttpResponse, NodeError, Result
+
+# What a handler may answer: a JSON line (dict), a whole Result, or an error to raise.
+Answer = dict[str, Any] | Result | Exception
+Handler = Callable[[list[str]], Answer]
+
+
+@dataclass
+class ScriptedExecutor:
+    """Executor answering from `handlers[(node, key)]` (node "*" matches any node)."""
+
+    handlers: dict[tuple[str, str], Handler]
+    http_status: int = 200
+    calls: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def keys(self, node: str) -> list[str]:
+        """The scripts called on `node`, in order."""
+        return [key for n, key, _ in self.calls if n == node]
+
+    def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
+        """Answer from the handler for this node and script."""
+        words = shlex.split(command)
+        key = words[2] if words[:2] == ["python3", "-"] else "shell"
+        with self.lock:
+            self.calls.append((node, key, words))
+        handler = self.handlers.get((node, key)) or self.handlers.get(("*", key))
+        if handler is None:
+            raise AssertionError(f"unscripted call on {node}: {command}")
+        answer = handler(words)
+        if isinstance(answer, Exception):
+            raise answer
+        if isinstance(answer, Result):
+            return answer
+        return Result(command, 0, json.dumps(answer) + "\n", "")
+
+    def stream(
+        self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
+    ) -> Result:
+        """Answer like run, line by line."""
+        result = self.run(node, command, stdin)
+        for line in result.stdout.splitlines():
+            on_line(line)
+        return result
+
+    def http(self, node: str, port: int, method: str, path: str, *args: Any, **kwargs: Any) -> HttpResponse:
+        """The head's API: /health answers `http_status`; nothing else is scripted."""
+        if path == "/health":
+            return HttpResponse(self.http_status, b"")
+        raise NodeError(node, f"no scripted answer for {method} {path}")
+
+    def close(self) -> None:
+        """Nothing to release."""

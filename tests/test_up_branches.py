@@ -1,0 +1,114 @@
+"""`up`'s failure branches through a scripted FAKE executor (tests/fakes/executor.py): a rank
+that cannot start, a failed hand-over, a node lost while waiting, a busy or stale lock."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from typing import Any
+
+import pytest
+
+from launcher.commands.up import StartupFailed, UpOptions, up
+from launcher.core.model import ModelFacts
+from launcher.core.plan import build_plan
+from launcher.load import catalog_for
+from launcher.node.cluster import Cluster, ClusterBusy, Silent
+from launcher.node.executor import NodeError, Result
+from tests.conftest import base_spec, spec_of
+from tests.fakes.executor import Handler, ScriptedExecutor
+
+FAST = UpOptions(timeout=5, check=False, grace=1, poll=0.01, lost_after=0.2)
+STOPPED = {"ok": True, "found": 1, "groups": 1, "killed": 0, "remaining": 0}
+RUNNING = {"ok": True, "alive": True, "processes": 2, "state": None, "log": "", "log_size": 0}
+
+
+def cluster_with(
+    handlers: dict[tuple[str, str], Handler], nodes: int = 2
+) -> tuple[Cluster, ScriptedExecutor]:
+    spec = spec_of(base_spec("0.32.0", nodes=2))
+    plan = build_plan(spec, ModelFacts(True, "test"), catalog_for(spec))
+    executor = ScriptedExecutor(
+        {
+            ("*", "lock"): lambda w: {"ok": True},
+            ("*", "status"): lambda w: {"ok": True, "alive": False, "processes": 0, "state": None},
+            ("*", "shell"): lambda w: Result(" ".join(w), 0, "", ""),
+            ("*", "start"): lambda w: {"ok": True, "state": {}},
+            ("*", "stop"): lambda w: STOPPED,
+            **handlers,
+        }
+    )
+    return Cluster(spec, plan, executor), executor
+
+
+def test_a_rank_that_cannot_start_stops_every_node() -> None:
+    cluster, executor = cluster_with({("n2", "start"): lambda w: {"ok": False, "error": "no vllm here"}})
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {}, FAST, Silent())
+    assert caught.value.message == "could not start on n2: no vllm here"
+    assert caught.value.hint == "every node was stopped"
+    assert "stop" in executor.keys("n1") and "stop" in executor.keys("n2")
+
+
+def test_a_failed_hand_over_is_an_error_naming_the_node_not_ignored() -> None:
+    denied = Result("mkdir", 1, "", "mkdir: cannot create directory '.spark-launch': Permission denied\n")
+    cluster, executor = cluster_with({("n2", "shell"): lambda w: denied})
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {}, FAST, Silent())
+    assert caught.value.message == (
+        "could not start on n2: node n2: writing the job to the run directory failed (exit 1): "
+        "mkdir: cannot create directory '.spark-launch': Permission denied"
+    )
+    assert "start" not in executor.keys("n2")  # nothing is started without its job
+    assert "stop" in executor.keys("n1")
+
+
+def test_a_node_lost_while_waiting_stops_the_others_and_says_so() -> None:
+    started: set[str] = set()
+
+    def start(node: str) -> Handler:
+        return lambda w: started.add(node) or {"ok": True, "state": {}}
+
+    def n2_status(w: list[str]) -> Any:
+        return NodeError("n2", "connection lost: EOF") if "n2" in started else {**RUNNING, "alive": False}
+
+    cluster, executor = cluster_with(
+        {
+            ("n1", "start"): start("n1"),
+            ("n2", "start"): start("n2"),
+            ("n1", "status"): lambda w: RUNNING if "n1" in started else {**RUNNING, "alive": False},
+            ("n2", "status"): n2_status,
+            ("n2", "stop"): lambda w: NodeError("n2", "connection lost: EOF"),
+        }
+    )
+    executor.http_status = 503
+    with pytest.raises(NodeError) as caught:
+        up(cluster, {}, FAST, Silent())
+    assert caught.value.message == (
+        "node n2: lost while waiting (node n2: connection lost: EOF); "
+        "every other node was stopped; could not reach n2 to stop it"
+    )
+    assert executor.keys("n1")[-2:] == ["stop", "lock"]  # stopped, then the lock released
+
+
+def test_a_busy_cluster_is_refused_saying_who_holds_it() -> None:
+    holder = {"token": "x", "host": "elsewhere", "pid": 1, "user": "ops", "command": "up", "since": 0}
+    cluster, executor = cluster_with({("n1", "lock"): lambda w: {"ok": False, "holder": holder}})
+    with pytest.raises(ClusterBusy) as caught:
+        up(cluster, {}, FAST, Silent())
+    assert caught.value.message.startswith("cluster t is busy: `up` by ops@elsewhere (pid 1) since ")
+    assert "start" not in executor.keys("n1") + executor.keys("n2")
+
+
+def test_a_lock_left_by_a_dead_process_here_is_taken_over() -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    holder = {"token": "x", "host": socket.gethostname(), "pid": dead.pid, "command": "up", "since": 0}
+    answers = iter([{"ok": False, "holder": holder}, {"ok": True}, {"ok": True}, {"ok": True}])
+    cluster, executor = cluster_with({("n1", "lock"): lambda w: next(answers)})
+    executor.handlers[("n2", "start")] = lambda w: {"ok": False, "error": "x"}
+    with pytest.raises(StartupFailed):  # it went on to start: the lock was taken over
+        up(cluster, {}, FAST, Silent())
+    locks = [words[4:] for _, key, words in executor.calls if key == "lock"]  # python3 - lock DIR ...
+    assert [x[0] for x in locks] == ["take", "release", "take", "release"]
+    assert locks[1] == ["release", "*"]
