@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -82,9 +83,13 @@ def plan_of(data: dict[str, Any], hybrid: bool | None = True) -> Plan:
 
 
 def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
-    """A cluster whose nodes are all this machine (LocalExecutor, files under `home`)."""
+    """A cluster whose nodes are all this machine (LocalExecutor, files under `home`).
+
+    Its name is unique to this test process: processes are ours by a marker naming the
+    cluster, machine-wide, so two test runs at once must not share one.
+    """
     home.mkdir(exist_ok=True)
-    spec = spec_of(data)
+    spec = spec_of({**data, "name": f"{data['name']}-{os.getpid()}"})
     plan = build_plan(spec, ModelFacts(True, "test"), catalog_for(spec))
     return Cluster(spec, plan, LocalExecutor(home))
 

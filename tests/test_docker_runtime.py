@@ -38,11 +38,11 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     )
     try:
         assert result.started and result.model == "fake-model"
-        record = json.loads((tmp_path / "docker" / "spark-launch-t.json").read_text())
+        record = json.loads((tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json").read_text())
         assert record["env_file_mode"] == "0o600"
         assert record["env"]["HF_TOKEN"] == "sk-fake-secret" and record["env"]["VLLM_HOST_IP"] == "10.0.0.1"
         assert not any("sk-fake-secret" in a for a in record["argv"])
-        assert "--label=spark-launch.cluster=t" in record["argv"]
+        assert f"--label=spark-launch.cluster={cluster.spec.name}" in record["argv"]
         assert not list((tmp_path / "home").rglob("node.env")), "the env file outlived docker run"
         assert not list((tmp_path / "home").rglob("run.json"))
         st = status(cluster)
@@ -53,7 +53,7 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     finally:
         stopped = down(cluster, 2, Silent())
     assert stopped.per_node["n1"]["found"] == 1 and stopped.clean
-    assert (tmp_path / "docker" / "spark-launch-t.json.removed").exists()
+    assert (tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json.removed").exists()
     assert status(cluster).state == "stopped"
     assert down(cluster, 2, Silent()).per_node["n1"]["found"] == 0  # twice is fine
 

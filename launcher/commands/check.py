@@ -14,7 +14,7 @@ from typing import Any
 
 from launcher.catalogs import load_catalog
 from launcher.core import remote
-from launcher.core.check_rows import (
+from launcher.core.checks import (
     Report,
     Row,
     env_rows,

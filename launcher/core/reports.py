@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from launcher.core.check_rows import Report
+from launcher.core.checks import Report
 from launcher.core.state import ClusterStatus, DownResult, Verification
 
 CACHE_KEYS = ("block_size", "mamba_block_size", "mamba_cache_mode", "enable_prefix_caching")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from launcher.catalogs import load_catalog
-from launcher.core.check_rows import env_rows, model_rows, network_rows, probe_rows, vllm_rows
+from launcher.core.checks import env_rows, model_rows, network_rows, probe_rows, vllm_rows
 from launcher.core.plan import Plan
 from launcher.core.spec import Spec
 from tests.conftest import base_spec, plan_of, spec_of

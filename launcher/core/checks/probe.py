@@ -1,0 +1,71 @@
+"""Rows of the resolve probe: what each node's own vLLM derives from its exact command. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from launcher.core.catalog import Catalog
+from launcher.core.checks.report import Row, same
+from launcher.core.plan import Plan
+
+# Settings the probe brings back that must agree on every node, and the flag pinning each.
+AGREE = {
+    "enable_prefix_caching": "--enable-prefix-caching",
+    "mamba_cache_mode": "--mamba-cache-mode",
+    "mamba_block_size": "--mamba-block-size",
+    "block_size": "--block-size",
+    "cache_dtype": "--kv-cache-dtype",
+    "mamba_cache_dtype": "--mamba-cache-dtype",
+    "mamba_ssm_cache_dtype": "--mamba-ssm-cache-dtype",
+    "enable_chunked_prefill": "--enable-chunked-prefill",
+    "max_num_seqs": "--max-num-seqs",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "async_scheduling": "--async-scheduling",
+    "num_speculative_tokens": "--speculative-config",
+    "dtype": "--dtype",
+    "max_model_len": "--max-model-len",
+    "enforce_eager": "--enforce-eager",
+    "compilation_mode": "--compilation-config",
+    "cudagraph_mode": "--compilation-config",
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "pipeline_parallel_size": "--pipeline-parallel-size",
+    "data_parallel_size": "--data-parallel-size",
+    "nnodes": "--nnodes",
+    "master_addr": "--master-addr",
+    "master_port": "--master-port",
+    "distributed_executor_backend": "--distributed-executor-backend",
+    "is_hybrid": "model.path",
+}
+
+
+def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, dict[str, Any]]) -> list[Row]:
+    """What each node's own vLLM derives from its own argv and env: equal, and as planned."""
+    rows = []
+    planned = {d.setting: d.value for d in plan.derived}
+    errors = {n: r["error"] for n, r in resolved.items() if "error" in r}
+    if errors:
+        return [
+            Row(
+                "probe",
+                "vLLM resolves the command",
+                errors,
+                False,
+                "this node's vLLM rejects the planned command: see the error",
+            )
+        ]
+    for key, flag in AGREE.items():
+        values = {n: r.get(key) for n, r in resolved.items()}
+        pin = flag if flag.startswith("--") else f"the same {flag}"
+        if key == "mamba_cache_mode" and not catalog.is_live("mamba_cache_mode"):
+            pin = "--enable-prefix-caching (the mode follows it)"
+        hint = f"the nodes' vLLM derive different {key} (or not the planned one): pin it with {pin}"
+        rows.append(same("probe", key, values, hint, expected=_planned(planned.get(key))))
+    return rows
+
+
+def _planned(value: Any) -> Any:
+    """A planned value the probe can be held to (a conditional one, like 'align if hybrid', cannot)."""
+    if isinstance(value, str) and " " in value:
+        return None
+    return value
