@@ -43,6 +43,7 @@ def _up(layout: Layout, with_vllm: bool, venv_wait: float) -> dict[str, object]:
         venv = vllm_env.ensure_venv(venv_wait)
         vllm_env.link(venv, layout.vllm)
         model.write_model(layout.model, venv / "bin" / "python")
+        model.write_weights(layout.model, venv / "bin" / "python")
     description = describe(layout, venv)
     layout.description.write_text(json.dumps(description, indent=2) + "\n")
     return description

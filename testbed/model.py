@@ -1,4 +1,8 @@
-"""A tiny synthetic Qwen3-Next model dir: config and tokenizer only (vLLM loads dummy weights)."""
+"""A tiny synthetic Qwen3-Next model dir: config, tokenizer and random weights in safetensors shards.
+
+The weights are random (seeded, so every bed writes the same bytes) but real: vLLM loads
+them shard by shard as it would a downloaded model, progress lines included.
+"""
 
 from __future__ import annotations
 
@@ -96,6 +100,44 @@ def write_model(model_dir: Path, python: Path) -> None:
             )
         for staged_file in staged.iterdir():
             _replace_if_changed(staged_file, model_dir / staged_file.name)
+
+
+# Runs under the vLLM venv's python (torch, transformers); argv[1] = model dir, argv[2] = out dir.
+_BUILD_WEIGHTS = """
+import sys, torch
+from transformers import AutoConfig, AutoModelForCausalLM
+torch.manual_seed(0)
+model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(sys.argv[1])).to(torch.bfloat16)
+model.save_pretrained(sys.argv[2], safe_serialization=True, max_shard_size="3MB")
+"""
+WEIGHTS_INDEX = "model.safetensors.index.json"
+WEIGHTS_STAMP = ".weights-of"  # the config the weights were made for: a new config, new weights
+
+
+def write_weights(model_dir: Path, python: Path) -> None:
+    """Write seeded random weights (a few MB, in several shards) for the config in model_dir."""
+    config = (model_dir / "config.json").read_bytes()
+    stamp = model_dir / WEIGHTS_STAMP
+    if stamp.exists() and stamp.read_bytes() == config and (model_dir / WEIGHTS_INDEX).exists():
+        return
+    with tempfile.TemporaryDirectory(dir=model_dir.parent) as tmp:
+        proc = subprocess.run(
+            [str(python), "-c", _BUILD_WEIGHTS, str(model_dir), tmp],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise TestbedError(
+                f"making the model's weights with {python} failed:\n{proc.stderr.strip()[-800:]}",
+                "the vLLM venv must have torch and transformers; rebuild it",
+            )
+        for old in model_dir.glob("model*.safetensors"):
+            old.unlink()
+        for shard in [*sorted(Path(tmp).glob("model*.safetensors")), Path(tmp) / WEIGHTS_INDEX]:
+            shard.chmod(0o644)
+            shard.replace(model_dir / shard.name)
+    stamp.write_bytes(config)
 
 
 def _dump(data: dict[str, object]) -> str:
