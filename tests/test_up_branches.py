@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,9 +21,16 @@ from launcher.node.executor import NodeError, Result
 from tests.conftest import base_spec, spec_of
 from tests.fakes.executor import Handler, ScriptedExecutor
 
-FAST = UpOptions(timeout=5, check=False, grace=1, poll=0.01, lost_after=0.2)
+FAST = UpOptions(timeout=5, check=False, grace=1, lost_after=0.5)
 STOPPED = {"ok": True, "found": 1, "groups": 1, "killed": 0, "remaining": 0}
-RUNNING = {"ok": True, "alive": True, "processes": 2, "state": None, "log": "", "log_size": 0}
+
+
+def heartbeats(*first: dict[str, Any], seconds: float = 10) -> Iterator[dict[str, Any]]:
+    """What a node's watch sends: `first`, then a heartbeat every 0.05 s (the real one: 1 s)."""
+    yield from first
+    for _ in range(int(seconds / 0.05)):
+        time.sleep(0.05)
+        yield {"alive": True}
 
 
 def cluster_with(
@@ -63,21 +73,11 @@ def test_a_failed_hand_over_is_an_error_naming_the_node_not_ignored() -> None:
     assert "stop" in executor.keys("n1")
 
 
-def test_a_node_lost_while_waiting_stops_the_others_and_says_so() -> None:
-    started: set[str] = set()
-
-    def start(node: str) -> Handler:
-        return lambda w: started.add(node) or {"ok": True, "state": {}}
-
-    def n2_status(w: list[str]) -> Any:
-        return NodeError("n2", "connection lost: EOF") if "n2" in started else {**RUNNING, "alive": False}
-
+def test_a_node_whose_connection_drops_while_waiting_is_lost_and_the_others_stopped() -> None:
     cluster, executor = cluster_with(
         {
-            ("n1", "start"): start("n1"),
-            ("n2", "start"): start("n2"),
-            ("n1", "status"): lambda w: RUNNING if "n1" in started else {**RUNNING, "alive": False},
-            ("n2", "status"): n2_status,
+            ("n1", "watch"): lambda w: heartbeats(),
+            ("n2", "watch"): lambda w: NodeError("n2", "connection lost: EOF"),
             ("n2", "stop"): lambda w: NodeError("n2", "connection lost: EOF"),
         }
     )
@@ -89,6 +89,41 @@ def test_a_node_lost_while_waiting_stops_the_others_and_says_so() -> None:
         "every other node was stopped; could not reach n2 to stop it"
     )
     assert executor.keys("n1")[-2:] == ["stop", "lock"]  # stopped, then the lock released
+
+
+def test_a_node_that_falls_silent_is_lost_after_lost_after_seconds() -> None:
+    hang = threading.Event()
+    cluster, executor = cluster_with(
+        {("*", "watch"): lambda w: heartbeats(), ("n2", "watch"): lambda w: hang.wait(10) and []}
+    )
+    executor.http_status = 503
+    try:
+        with pytest.raises(NodeError) as caught:
+            up(cluster, {}, FAST, Silent())
+    finally:
+        hang.set()
+    assert caught.value.message.startswith("node n2: lost while waiting (no word from it for ")
+    assert "stop" in executor.keys("n2")  # it answered the stop: nothing was left running
+    assert caught.value.message.endswith("; every node was stopped")
+
+
+def test_a_rank_that_exits_while_starting_is_reported_and_every_node_stopped() -> None:
+    log = {"log": "(EngineCore) ERROR Engine core initialization failed\n", "log_size": 54}
+    cluster, executor = cluster_with(
+        {
+            ("n1", "watch"): lambda w: heartbeats(),
+            ("n2", "watch"): lambda w: [log, {"alive": False, "exit_code": 1}],
+        }
+    )
+    executor.http_status = 503
+    lines: list[str] = []
+    reporter = Silent()
+    reporter.info = lines.append  # type: ignore[method-assign]
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {}, FAST, reporter)
+    assert caught.value.message.startswith("n2 (rank 1) exited with status 1 after ")
+    assert any(line.endswith("at 'started': stopping every node") for line in lines)
+    assert "stop" in executor.keys("n1") and "stop" in executor.keys("n2")
 
 
 def test_a_busy_cluster_is_refused_saying_who_holds_it() -> None:

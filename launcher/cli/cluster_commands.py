@@ -7,7 +7,8 @@ import time
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, Printer, open_cluster, secret_values
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
 

@@ -25,24 +25,6 @@ SSH_CONFIG = click.option(
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
 
 
-class Printer:
-    """The CLI's Reporter: one line per change, so it reads well in a terminal and in a log."""
-
-    def __init__(self) -> None:
-        self.last: dict[str, str] = {}
-
-    def info(self, text: str) -> None:
-        """A line of progress, to stderr (stdout stays clean for --json)."""
-        click.echo(text, err=True)
-
-    def stages(self, stages: dict[str, str], elapsed: float) -> None:
-        """Print each node whose stage changed."""
-        for node, stage in stages.items():
-            if self.last.get(node) != stage:
-                self.last[node] = stage
-                self.info(f"[{elapsed:5.1f}s] {node}: {stage}")
-
-
 @contextmanager
 def open_cluster(spec_path: str, ssh_config: str | None) -> Iterator[Cluster]:
     """Plan the spec and open SSH onto its nodes (fabric is imported only here), closed after."""

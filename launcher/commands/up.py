@@ -1,8 +1,7 @@
-"""`spark-launch up`: check, start every rank, watch them all until the head serves.
+"""`spark-launch up`: check, start every rank, follow them all until the head serves.
 
-`up` never leaves a half-started cluster behind: a rank that exits, a time-out or Ctrl-C
-stops every node it started. Only a lost SSH connection leaves the cluster running, since
-nothing can be stopped through it; `status` and `down` work again once it is back.
+`up` never leaves a half-started cluster behind: a rank that exits, a lost node, a time-out
+or Ctrl-C stops every node that answers (and names any that could not be reached).
 """
 
 from __future__ import annotations
@@ -13,17 +12,16 @@ from typing import Any
 
 from launcher.commands.check import NodesDisagree, run_check
 from launcher.commands.down import stop_all, stop_reachable
+from launcher.commands.follow import Exited, Lost, Served, TimedOut, drain, follow
 from launcher.core.remote import node_job
 from launcher.core.reports import check_summary
-from launcher.core.startup_log import STAGE_NAMES, Diagnosis, NodeWatch, diagnose
+from launcher.core.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster, Reporter, new_run_id
 from launcher.node.executor import NodeError
 
-API_UP = STAGE_NAMES.index("API up")
-POLL_SECONDS = 1.0
-LOST_AFTER_SECONDS = 20.0
+LOST_AFTER_SECONDS = 6.0  # each node's watch sends a heartbeat a second
 
 
 class PlanConflict(SparkLaunchError):
@@ -59,8 +57,7 @@ class UpOptions:
     grace: float = 15.0
     check: bool = True
     probe: bool = True
-    poll: float = POLL_SECONDS
-    lost_after: float = LOST_AFTER_SECONDS  # a node that cannot be asked this long is lost
+    lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
 
 
 @dataclass(frozen=True)
@@ -190,51 +187,27 @@ def _url(cluster: Cluster) -> str:
 
 
 def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float) -> str | None:
-    """Poll every node's log and liveness, and the head's /health, until it serves."""
+    """Follow every rank until the head serves; on any other outcome stop every node and say why."""
     watches = {n.name: NodeWatch(n.name, n.rank) for n in cluster.plan.nodes}
-    last_seen = {name: time.monotonic() for name in watches}
-    next_health = 0.0
-    while True:
-        statuses = cluster.each(lambda agent: agent.status(watches[agent.node].offset))
-        now = time.monotonic()
-        dead = []
-        for name, status in statuses.items():
-            if isinstance(status, SparkLaunchError):
-                if now - last_seen[name] > options.lost_after:
-                    raise NodeError(
-                        name,
-                        f"lost while waiting ({status.message}); {_stop_what_answers(cluster, options)}",
-                        "`spark-launch down` once the node answers again stops what may still run there",
-                    )
-                continue
-            last_seen[name] = now
-            watches[name].feed(status.get("log", ""), status.get("log_size", watches[name].offset))
-            if not status["alive"]:
-                dead.append((name, status.get("exit_code")))
-        reporter.stages({n: w.stage_name for n, w in watches.items()}, now - began)
-        if dead:
-            _fail(cluster, watches, dead, options, now - began)
-        if now >= next_health or watches[cluster.head.name].stage >= API_UP:
-            next_health = now + 5
-            if _healthy(cluster):
-                return _served_model(cluster)
-        if now - began > options.timeout:
-            left = _stop_what_answers(cluster, options)
-            where = ", ".join(f"{n} at '{w.stage_name}'" for n, w in watches.items())
-            raise StartupFailed(
-                f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where}); {left}",
-                "`spark-launch logs` shows why, or raise --timeout",
-                [],
-            )
-        time.sleep(options.poll)
-
-
-def _healthy(cluster: Cluster) -> bool:
-    try:
-        status, _ = cluster.http("GET", "/health", timeout=5)
-    except NodeError:
-        return False
-    return status == 200
+    outcome = follow(cluster, watches, reporter, options.timeout, options.lost_after)
+    if isinstance(outcome, Served):
+        return _served_model(cluster)
+    if isinstance(outcome, Exited):
+        _fail(cluster, watches, outcome, options, reporter)
+    left = _stop_what_answers(cluster, options)
+    if isinstance(outcome, Lost):
+        raise NodeError(
+            outcome.node,
+            f"lost while waiting ({outcome.reason}); {left}",
+            "`spark-launch down` once the node answers again stops what may still run there",
+        )
+    assert isinstance(outcome, TimedOut)
+    where = ", ".join(f"{n} at '{w.stage_name}'" for n, w in watches.items())
+    raise StartupFailed(
+        f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where}); {left}",
+        "`spark-launch logs` shows why, or raise --timeout",
+        [],
+    )
 
 
 def _served_model(cluster: Cluster) -> str | None:
@@ -245,39 +218,22 @@ def _served_model(cluster: Cluster) -> str | None:
 
 
 def _fail(
-    cluster: Cluster,
-    watches: dict[str, NodeWatch],
-    dead: list[tuple[str, int | None]],
-    options: UpOptions,
-    elapsed: float,
+    cluster: Cluster, watches: dict[str, NodeWatch], exited: Exited, options: UpOptions, reporter: Reporter
 ) -> None:
-    """A rank exited: stop everything, then say which, how, and (when known) why."""
+    """A rank exited: say so at once, stop everything, then say which, how, and (when known) why."""
+    watch = watches[exited.node]
+    what = f"{exited.node} (rank {watch.rank}) exited with status {exited.code} after {exited.seconds:.0f} s"
+    reporter.info(f"{what}, at '{watch.stage_name}': stopping every node")
     left = _stop_what_answers(cluster, options)
-    _drain(cluster, watches)
-    name, code = dead[0]
-    watch = watches[name]
-    found: Diagnosis | None = diagnose(watch.text, code)
+    drain(cluster, watches)
+    found: Diagnosis | None = diagnose(watch.text, exited.code)
     for other in watches.values():  # the cause may be in another rank's log
         found = found or diagnose(other.text)
-    details = [f"  last lines of {name}'s log:", *(f"    {line[:240]}" for line in watch.tail[-15:])]
+    details = [f"  last lines of {exited.node}'s log:", *(f"    {line[:240]}" for line in watch.tail[-15:])]
     if found:
         details += [f"  diagnosis: {found.title}", f"  evidence:  {found.evidence}"]
     raise StartupFailed(
-        f"{name} (rank {watch.rank}) exited with status {code} after {elapsed:.0f} s, "
-        f"at '{watch.stage_name}'; {left}",
+        f"{what}, at '{watch.stage_name}'; {left}",
         found.hint if found else "`spark-launch logs SPEC -n 200` shows the whole log",
         details,
     )
-
-
-def _drain(cluster: Cluster, watches: dict[str, NodeWatch], rounds: int = 40) -> None:
-    """Read every node's log to its end (a dying rank writes a lot at the last moment)."""
-    for name, watch in watches.items():
-        for _ in range(rounds):
-            try:
-                status = cluster.agents[name].status(watch.offset)
-            except SparkLaunchError:
-                break
-            if not status.get("log"):
-                break
-            watch.feed(status["log"], status["log_size"])

@@ -74,6 +74,11 @@ def status_call(directory: str, offset: int | None = None) -> Call:
     return script("status", directory, *([] if offset is None else [str(offset)]), timeout=30)
 
 
+def watch_call(directory: str, offset: int, seconds: float) -> Call:
+    """Stream the log from `offset` and the rank's exit as JSON lines, for up to `seconds`."""
+    return script("watch", directory, str(offset), str(int(seconds) + 1), timeout=seconds + 60)
+
+
 def stop_call(directory: str, grace: float) -> Call:
     """Stop every process of ours on the node (TERM, then KILL after `grace` s)."""
     return script("stop", directory, str(grace), timeout=grace + 30)

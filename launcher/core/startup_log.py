@@ -5,19 +5,36 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# Stages in order; a node is at the last one whose pattern its log has shown.
+# Stages in order; a node is at the last one whose pattern its log has shown. The lines are
+# vLLM's own (V1 engine; compilation and CUDA graphs only show without --enforce-eager).
 STAGES: tuple[tuple[str, re.Pattern[str] | None], ...] = (
     ("started", None),
     ("configuring", re.compile(r"non-default args|Resolved architecture|Initializing a V1 LLM engine")),
     ("rendezvous", re.compile(r"distributed_init_method=|DP group leader|world_size=\d+ rank=")),
     ("loading weights", re.compile(r"Starting to load model|Loading weights|Loading safetensors")),
+    ("compiling", re.compile(r"Dynamo bytecode transform|Compiling a graph|torch\.compile takes")),
     (
         "KV cache",
-        re.compile(r"KV cache size|Setting attention block size|for KV cache|Available KV cache memory"),
+        re.compile(
+            r"KV cache size|Setting attention block size|for KV cache|Available KV cache memory|"
+            r"Memory profiling takes"
+        ),
     ),
+    ("CUDA graphs", re.compile(r"Capturing CUDA graphs?|Graph capturing finished")),
     ("API up", re.compile(r"Starting vLLM (API )?server on|Application startup complete")),
 )
 STAGE_NAMES = tuple(name for name, _ in STAGES)
+
+# tqdm bars vLLM prints while loading shards and capturing graphs: "40% Completed | 2/5 [00:01<00:02"
+_BAR = r"(\d+)%[^|]*\|[^|]*?\|? ?(\d+)/(\d+) \[([0-9:]+)<([0-9:?]+)"
+PROGRESS: dict[str, tuple[re.Pattern[str], str]] = {
+    "loading weights": (re.compile(r"Loading safetensors checkpoint shards:\s*" + _BAR), "shards"),
+    "CUDA graphs": (re.compile(r"Capturing CUDA graphs?[^:]*:\s*" + _BAR), "graphs"),
+}
+DONE: dict[str, re.Pattern[str]] = {
+    "loading weights": re.compile(r"Loading weights took ([\d.]+) ?s"),
+    "compiling": re.compile(r"torch\.compile takes ([\d.]+) ?s"),
+}
 
 
 @dataclass(frozen=True)
@@ -108,6 +125,23 @@ def stage_of(log: str, current: int = 0) -> int:
     return best
 
 
+def progress_of(log: str, stage: str) -> str | None:
+    """How far the current stage is, from vLLM's own progress lines ("3/5 shards, 60%, 0:02 left")."""
+    recent = log[-8192:]
+    done = DONE.get(stage)
+    finished = done.findall(recent) if done else []
+    bar, unit = PROGRESS.get(stage, (None, ""))
+    bars = bar.findall(recent) if bar else []
+    if bars:
+        percent, count, total, _, left = bars[-1]
+        if count != total or not finished:
+            when = "" if "?" in left else f", {left} left"
+            return f"{count}/{total} {unit}, {percent}%{when}"
+    if finished:
+        return f"took {finished[-1]} s"
+    return None
+
+
 def diagnose(log: str, exit_code: int | None = None) -> Diagnosis | None:
     """The first known failure the log shows, or an out-of-memory kill by its exit status."""
     for known in KNOWN_FAILURES:
@@ -136,19 +170,26 @@ class NodeWatch:
     stage: int = 0
     tail: list[str] = field(default_factory=list)
     text: str = ""  # the whole log seen so far, for diagnosis (vLLM start-up logs are small)
+    progress: str | None = None
 
     def feed(self, chunk: str, new_offset: int) -> bool:
-        """Take new log text; True when the stage advanced."""
+        """Take new log text; True when the stage or its progress changed."""
         self.offset = new_offset
         if not chunk:
             return False
         self.text = (self.text + chunk)[-2_000_000:]
         self.tail = (self.tail + [line for line in chunk.splitlines() if line.strip()])[-40:]
-        before = self.stage
+        before = (self.stage, self.progress)
         self.stage = stage_of(self.text, self.stage)
-        return self.stage != before
+        self.progress = progress_of(self.text, self.stage_name)
+        return (self.stage, self.progress) != before
 
     @property
     def stage_name(self) -> str:
         """The stage as words."""
         return STAGE_NAMES[self.stage]
+
+    @property
+    def display(self) -> str:
+        """The stage, with its progress when vLLM reports one."""
+        return self.stage_name + (f" ({self.progress})" if self.progress else "")

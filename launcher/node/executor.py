@@ -31,6 +31,10 @@ class NodeError(SparkLaunchError):
         self.node = node
 
 
+class StopStream(Exception):
+    """Raised by a stream's `on_line` to end the stream: the executor closes it and returns."""
+
+
 @dataclass(frozen=True)
 class Result:
     """A finished command: what ran, its exit status and its output."""
@@ -70,7 +74,7 @@ class Executor(Protocol):
     def stream(
         self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
     ) -> Result:
-        """Run a command, handing each output line to `on_line` as it arrives."""
+        """Run a command, handing each output line to `on_line` as it arrives (until it raises StopStream)."""
 
     def http(
         self,
@@ -145,8 +149,11 @@ class LocalExecutor:
             assert proc.stdin is not None and proc.stdout is not None
             proc.stdin.write(stdin or "")
             proc.stdin.close()
-            for line in proc.stdout:
-                on_line(line.rstrip("\n"))
+            try:
+                for line in proc.stdout:
+                    on_line(line.rstrip("\n"))
+            except StopStream:
+                proc.kill()
         return Result(command, proc.returncode, "", "")
 
     def http(

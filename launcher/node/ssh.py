@@ -25,12 +25,15 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
-from launcher.node.executor import HttpResponse, NodeError, Result
+from launcher.node.executor import HttpResponse, NodeError, Result, StopStream
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
+
+
+KEEPALIVE_SECONDS = 5
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -74,6 +77,9 @@ class SshExecutor:
             conn = self._new_connection(node)
             with self._errors(node, conn):
                 conn.open()
+            transport = conn.client.get_transport()
+            if transport is not None:  # a dead peer is noticed in seconds, not at TCP's pace
+                transport.set_keepalive(KEEPALIVE_SECONDS)
             self._connections[node] = conn
             return conn
 
@@ -169,8 +175,12 @@ class SshExecutor:
             if stdin is not None:
                 chan_in.write(stdin.encode())
             chan_in.channel.shutdown_write()
-            for line in chan_out:
-                on_line(line.rstrip("\n"))
+            try:
+                for line in chan_out:
+                    on_line(line.rstrip("\n"))
+            except StopStream:
+                chan_out.channel.close()  # the remote side sees its next write fail, and ends
+                return Result(command, -1, "", "")
             return Result(command, chan_out.channel.recv_exit_status(), "", "")
 
     def http(

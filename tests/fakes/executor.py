@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import shlex
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.node.executor import HttpResponse, NodeError, Result
+from launcher.node.executor import HttpResponse, NodeError, Result, StopStream
 
-# What a handler may answer: a JSON line (dict), a whole Result, or an error to raise.
-Answer = dict[str, Any] | Result | Exception
+# What a handler may answer: a JSON line (dict), several (a list, or an iterator streamed as it
+# yields), a whole Result, or an error to raise.
+Answer = dict[str, Any] | list[dict[str, Any]] | Iterator[dict[str, Any]] | Result | Exception
 Handler = Callable[[list[str]], Answer]
 
 
@@ -37,6 +38,9 @@ class ScriptedExecutor:
 
     def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
         """Answer from the handler for this node and script."""
+        return self._result(command, self._answer(node, command))
+
+    def _answer(self, node: str, command: str) -> Answer:
         words = shlex.split(command)
         key = words[2] if words[:2] == ["python3", "-"] else "shell"
         with self.lock:
@@ -47,18 +51,31 @@ class ScriptedExecutor:
         answer = handler(words)
         if isinstance(answer, Exception):
             raise answer
+        return answer
+
+    @staticmethod
+    def _result(command: str, answer: Answer) -> Result:
         if isinstance(answer, Result):
             return answer
-        return Result(command, 0, json.dumps(answer) + "\n", "")
+        lines = answer if isinstance(answer, list | Iterator) else [answer]
+        return Result(command, 0, "".join(json.dumps(x) + "\n" for x in lines), "")
 
     def stream(
         self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
     ) -> Result:
-        """Answer like run, line by line."""
-        result = self.run(node, command, stdin)
-        for line in result.stdout.splitlines():
-            on_line(line)
-        return result
+        """Answer like run, line by line; a handler's iterator is streamed as it yields."""
+        answer = self._answer(node, command)
+        lines = (
+            answer
+            if isinstance(answer, Iterator)
+            else iter(self._result(command, answer).stdout.splitlines())
+        )
+        try:
+            for line in lines:
+                on_line(line if isinstance(line, str) else json.dumps(line))
+        except StopStream:
+            pass
+        return Result(command, 0, "", "")
 
     def http(self, node: str, port: int, method: str, path: str, *args: Any, **kwargs: Any) -> HttpResponse:
         """The head's API: /health answers `http_status`; nothing else is scripted."""

@@ -1,0 +1,109 @@
+"""Follow this node's run while `up` waits: stream its log and its death as JSON lines.
+
+One long-lived call per node instead of a poll a second: every new piece of the log is
+sent as soon as it is written ({"log": TEXT, "log_size": N}), the rank's exit as soon as
+it happens ({"alive": false, "exit_code": C}, after the rest of the log), and a heartbeat
+every second ({"alive": true}) so the launcher notices a lost connection within seconds.
+The rank has exited when its wrapper wrote the exit file (venv runtime) or its container
+stopped (docker runtime); a rank killed with its whole group leaves no exit file, so the
+processes carrying our marker are counted too. The script ends when the rank has exited,
+when the launcher stops reading (its next line fails), or after SECONDS.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from launcher.node.scripts.common import (  # inlined when sent
+    container_state,
+    emit,
+    node_prefix,
+    our_processes,
+    read_json,
+    read_text,
+    run_directory,
+    state_path,
+)
+
+TICK = 0.1  # seconds between looks at the log and the exit file
+HEARTBEAT = 1.0
+CHUNK = 262144
+
+
+def follow_container_log(state: dict[str, Any]) -> subprocess.Popen[bytes]:
+    """Copy the container's log into the run's log file as it is written."""
+    out = open(state["log"], "wb")  # noqa: SIM115 - the child writes to it while we watch
+    return subprocess.Popen(
+        ["docker", "logs", "--follow", state["container"]], stdout=out, stderr=subprocess.STDOUT
+    )
+
+
+def exit_code(state: dict[str, Any], prefix: str, last_scan: list[float]) -> tuple[bool, int | None]:
+    """(exited, code) of this node's rank."""
+    if state.get("container"):
+        info = container_state(state["container"])
+        return (not info["running"], info["exit_code"])
+    code = (read_text(state.get("exit_file")) or "").strip()
+    if code.lstrip("-").isdigit():
+        return True, int(code)
+    now = time.monotonic()
+    if now - last_scan[0] >= HEARTBEAT:  # a group killed whole writes no exit file
+        last_scan[0] = now
+        return (not our_processes(prefix), None)
+    return False, None
+
+
+def read_new(path: str, offset: int) -> tuple[str, int]:
+    """The log's text from `offset` (at most CHUNK bytes), and the next offset."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(CHUNK)
+    except OSError:
+        return "", offset
+    return data.decode("utf-8", "replace"), offset + len(data)
+
+
+def watch(directory: str, offset: int, seconds: float) -> None:
+    """Stream the log from `offset` and the rank's exit until it exits, or `seconds` pass."""
+    state = read_json(state_path(directory))
+    if not state:
+        return emit(alive=False, exit_code=None, error=f"nothing was started in {directory}")
+    follower = follow_container_log(state) if state.get("container") else None
+    prefix, last_scan = node_prefix(directory), [time.monotonic()]
+    deadline, last_sent = time.monotonic() + seconds, 0.0
+    try:
+        while time.monotonic() < deadline:
+            exited, code = exit_code(state, prefix, last_scan)
+            if exited:
+                time.sleep(TICK)  # the last lines a dying rank writes
+            text, offset = read_new(state["log"], offset)
+            while text:
+                emit(log=text, log_size=offset)
+                last_sent = time.monotonic()
+                text, offset = read_new(state["log"], offset) if exited else ("", offset)
+            if exited:
+                return emit(alive=False, exit_code=code)
+            if time.monotonic() - last_sent >= HEARTBEAT:
+                emit(alive=True)
+                last_sent = time.monotonic()
+            time.sleep(TICK)
+    except BrokenPipeError:  # the launcher stopped reading: nothing more to do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        if follower is not None:
+            follower.terminate()
+    return None
+
+
+def main(argv: list[str]) -> None:
+    """watch DIR OFFSET SECONDS"""
+    watch(run_directory(argv), int(argv[1]), float(argv[2]))
+
+
+if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+    main(sys.argv[2:])

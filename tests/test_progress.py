@@ -1,0 +1,90 @@
+"""`up`'s progress: vLLM's own progress lines read into per-node stages, shown live on a
+terminal and as plain lines when piped. The log is a real head's, recorded on the test bed
+(vLLM 0.32 CPU build, the tiny model in five safetensors shards)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from launcher.cli.progress import UP, Printer
+from launcher.core.startup_log import NodeWatch, progress_of
+
+RECORDED = (Path(__file__).parent / "data" / "head-start-weights.log").read_text()
+
+
+def replay(printer: Printer) -> None:
+    """Feed the recorded log line by line, as the node's watch streams it."""
+    watch, offset = NodeWatch("node1", 0), 0
+    for number, line in enumerate(RECORDED.splitlines(keepends=True)):
+        offset += len(line.encode())
+        watch.feed(line, offset)
+        printer.stages({"node1": watch.display, "node2": "loading weights"}, float(number))
+
+
+def test_plain_lines_show_each_stage_and_hold_back_progress_within_seconds() -> None:
+    out = io.StringIO()
+    replay(Printer(out, live=False))  # replayed in well under 2 s
+    lines = out.getvalue().splitlines()
+    assert [x.split("] ", 1)[1] for x in lines if "node1:" in x] == [
+        "node1: started",
+        "node1: configuring",
+        "node1: rendezvous",
+        "node1: loading weights",
+        "node1: KV cache",
+        "node1: API up",
+    ]
+
+
+def test_plain_lines_show_every_progress_step_when_they_are_seconds_apart(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = iter(range(0, 10_000, 3))
+    monkeypatch.setattr("launcher.cli.progress.time.monotonic", lambda: float(next(clock)))
+    out = io.StringIO()
+    replay(Printer(out, live=False))
+    shown = [x.split("node1: ", 1)[1] for x in out.getvalue().splitlines() if "node1:" in x]
+    assert shown[4:7] == [
+        "loading weights (0/5 shards, 0%)",
+        "loading weights (2/5 shards, 40%, 00:00 left)",
+        "loading weights (5/5 shards, 100%, 00:00 left)",
+    ]
+    assert "loading weights (took 0.48 s)" in shown
+
+
+def test_on_a_terminal_the_block_is_redrawn_in_place() -> None:
+    out = io.StringIO()
+    printer = Printer(out, live=True)
+    replay(printer)
+    printer.info("demo serves tiny-qwen3-next")
+    text = out.getvalue()
+    assert text.count(UP.format(n=2)) >= 7  # each change redraws the two-line block
+    tail = text.rsplit(UP.format(n=2), 1)[1].splitlines()
+    assert tail[0] == "demo serves tiny-qwen3-next"  # an info line goes above the block
+    assert tail[1].endswith("node1  API up") and tail[2].endswith("node2  loading weights")
+
+
+@pytest.mark.parametrize(
+    ("stage", "log", "expected"),
+    [
+        (
+            "loading weights",
+            "Loading safetensors checkpoint shards:  60% Completed | 3/5 [00:03<00:02,",
+            "3/5 shards, 60%, 00:02 left",
+        ),
+        ("loading weights", "Loading weights took 83.31 seconds", "took 83.31 s"),
+        # vLLM's CUDA-graph capture bar and compile summary, as its GPU builds print them (no GPU here)
+        (
+            "CUDA graphs",
+            "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  51%|█████     "
+            "| 34/67 [00:03<00:03, 10.2it/s]",
+            "34/67 graphs, 51%, 00:03 left",
+        ),
+        ("compiling", "torch.compile takes 24.61 s in total", "took 24.61 s"),
+        ("KV cache", "Available KV cache memory: 61.2 GiB", None),
+    ],
+)
+def test_progress_of_each_stage(stage: str, log: str, expected: str | None) -> None:
+    assert progress_of(log, stage) == expected
