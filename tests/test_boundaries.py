@@ -171,12 +171,23 @@ NODE_SCRIPTS = sorted(p for p in SCRIPTS.glob("*.py") if p.name != "__init__.py"
 
 @pytest.mark.parametrize("path", NODE_SCRIPTS, ids=[p.stem for p in NODE_SCRIPTS])
 def test_node_scripts_need_nothing_but_the_standard_library(path: Path) -> None:
+    from launcher.node.scripts import LIBRARIES
+
     extra = {"vllm"} if path.stem == "probe" else set()
-    roots = {n.split(".")[0] for n in imports_of(path) if not n.startswith("launcher.node.scripts.common")}
+    libraries = tuple(f"launcher.node.scripts.{name}" for name in LIBRARIES)
+    roots = {n.split(".")[0] for n in imports_of(path) if not n.startswith(libraries)}
     assert roots <= set(sys.stdlib_module_names) | {"__future__"} | extra
 
 
-@pytest.mark.parametrize("name", [p.stem for p in NODE_SCRIPTS if p.stem not in ("common", "probe")])
+def test_every_node_script_is_a_script_or_a_library() -> None:
+    from launcher.node.scripts import LIBRARIES, NAMES
+
+    assert {p.stem for p in NODE_SCRIPTS} == set(NAMES) | set(LIBRARIES)
+
+
+@pytest.mark.parametrize(
+    "name", [p.stem for p in NODE_SCRIPTS if p.stem not in ("common", "inputs", "installed", "probe")]
+)
 def test_each_node_script_is_sent_whole_and_compiles_alone(name: str) -> None:
     from launcher.node.scripts import bundle
 

@@ -42,7 +42,7 @@ def test_hostile_strings_arrive_as_exactly_one_argument(
         assert through_bash(shell_words(node.argv)) == list(node.argv)
         assert f"--chat-template={value}" in node.argv
         # The probe's command line carries the env as words of `env`: each arrives whole.
-        words = through_bash(probe_call(spec_of(data), node).command)
+        words = through_bash(probe_call(spec_of(data), node, "tag").command)
         assert words[1 : 1 + len(node.env)] == [f"{k}={v}" for k, v in node.env.items()]
         assert words[-len(node.argv) + 2 :] == list(node.argv[2:])
 

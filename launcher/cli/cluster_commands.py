@@ -23,6 +23,7 @@ from launcher.errors import ExitStatus, SparkLaunchError
 @click.option("--dry-run", is_flag=True, help="Print the exact remote commands; run nothing.")
 @click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
 @click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
+@click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
 @JSON
 def up(
     spec: str,
@@ -33,6 +34,7 @@ def up(
     dry_run: bool,
     skip_check: bool,
     no_probe: bool,
+    fresh: bool,
     as_json: bool,
 ) -> ExitStatus:
     """Start the cluster on every node and wait until it serves.
@@ -70,7 +72,12 @@ def up(
             cluster,
             values,
             UpOptions(
-                timeout=timeout, wait=not no_wait, replace=replace, check=not skip_check, probe=not no_probe
+                timeout=timeout,
+                wait=not no_wait,
+                replace=replace,
+                check=not skip_check,
+                probe=not no_probe,
+                fresh=fresh,
             ),
             Printer(),
         )
@@ -84,8 +91,9 @@ def up(
 @click.option(
     "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
 )
+@click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
 @JSON
-def check(spec: str, ssh_config: str | None, no_probe: bool, as_json: bool) -> ExitStatus:
+def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_json: bool) -> ExitStatus:
     """Prove the nodes are alike before loading a single weight.
 
     \b
@@ -99,7 +107,10 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, as_json: bool) -> E
                head; a real TCP connection from every worker to the head's master port
       host     GPUs (nvidia-smi) and free memory against the weights (reported, warns)
       probe    each node's own vLLM runs create_engine_config() on exactly its planned argv
-               and env, no weights loaded: the derived settings must agree, and match the plan
+               and env, no weights loaded: the derived settings must agree, and match the plan.
+               Each node keeps its answer, keyed by everything that decides it (vLLM's files,
+               python, argv, engine variables, the model's config and tokenizer): a repeated
+               check is answered in about a second; --fresh resolves anyway
     Exit 0 when alike, 3 when the nodes disagree, 4 when a node cannot be reached.
 
     \b
@@ -111,7 +122,7 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, as_json: bool) -> E
     from launcher.core.reports import check_json, check_text
 
     with open_cluster(spec, ssh_config) as cluster:
-        report = run_check(cluster, probe=not no_probe)
+        report = run_check(cluster, probe=not no_probe, fresh=fresh)
     if as_json:
         click.echo(check_json(report))
         return report.exit_status

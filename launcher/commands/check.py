@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from launcher.catalogs import load_catalog
@@ -28,6 +29,7 @@ from launcher.core.reports import check_text
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
+from launcher.node.scripts import tag as script_tag
 from launcher.node.scripts.probe import MARKER as PROBE_MARKER
 
 
@@ -49,8 +51,20 @@ class NodesDisagree(SparkLaunchError):
         return f"{check_text(self.report)}\n{super().render()}"
 
 
-def run_check(cluster: Cluster, probe: bool = True) -> Report:
-    """Gather, test and compare everything; a Report with one row per compared item."""
+def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
+    """Gather, test and compare everything; a Report with one row per compared item.
+
+    The probe (each node's vLLM resolving its command) runs alongside the other questions,
+    answered from each node's cache when nothing it depends on changed (`fresh`: resolve anyway).
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        probing = (
+            pool.submit(_probe, cluster, fresh) if probe and cluster.spec.vllm.runtime == "venv" else None
+        )
+        return _check(cluster, probing)
+
+
+def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) -> Report:
     spec, plan = cluster.spec, cluster.plan
     ports = sorted({plan.api_port, plan.master_port})
 
@@ -78,19 +92,13 @@ def run_check(cluster: Cluster, probe: bool = True) -> Report:
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes))
-    if probe and spec.vllm.runtime == "docker":
-        rows.append(
-            Row(
-                "probe",
-                "not run for the docker runtime yet",
-                {},
-                False,
-                "the image id row above shows whether the nodes run the same build",
-                "warn",
-            )
-        )
-    elif probe and all(f["vllm"].get("vllm_binary") for f in facts.values()):
-        rows += probe_rows(plan, load_catalog(plan.catalog_version), _probe(cluster))
+    if probing is not None and all(f["vllm"].get("vllm_binary") for f in facts.values()):
+        resolved = probing.result()
+        cached = {
+            n: "from the node's cache" if r.get("cached") else "resolved now" for n, r in resolved.items()
+        }
+        rows.append(Row("probe", "answers", cached, True, level="warn"))
+        rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
     return Report(tuple(cluster.names), tuple(rows))
 
 
@@ -130,18 +138,21 @@ def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     return "yes" if answer.get("ok") else str(answer.get("error"))
 
 
-def _probe(cluster: Cluster) -> dict[str, dict[str, Any]]:
+def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
     """Each node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside)."""
+    version = script_tag("probe")
 
     def resolve(name: str) -> dict[str, Any]:
         node = next(n for n in cluster.plan.nodes if n.name == name)
-        result = cluster.agents[name].run(remote.probe_call(cluster.spec, node))
+        result = cluster.agents[name].run(remote.probe_call(cluster.spec, node, version, fresh))
         lines = [x for x in result.stdout.splitlines() if x.startswith(PROBE_MARKER)]
         if not lines:
             tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
             return {"error": " / ".join(tail) or f"exit {result.exited}"}
         answer = json.loads(lines[-1][len(PROBE_MARKER) :])
-        return dict(answer["resolved"]) if answer.get("ok") else {"error": answer.get("error", "?")}
+        if not answer.get("ok"):
+            return {"error": answer.get("error", "?")}
+        return {**answer["resolved"], "cached": bool(answer.get("cached"))}
 
     answers = fan_out(cluster.names, resolve)
     return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}

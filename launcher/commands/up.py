@@ -57,6 +57,7 @@ class UpOptions:
     grace: float = 15.0
     check: bool = True
     probe: bool = True
+    fresh: bool = False
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
 
 
@@ -109,7 +110,7 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> No
         return
     probing = " (each node's own vLLM resolving its command)" if options.probe else ""
     reporter.info(f"checking the nodes{probing}")
-    report = run_check(cluster, probe=options.probe)
+    report = run_check(cluster, probe=options.probe, fresh=options.fresh)
     if not report.ok:
         raise NodesDisagree(report)
     reporter.info(check_summary(report))

@@ -17,6 +17,7 @@ from launcher.core.render import NodeCommand, container_name, run_dir, shell_wor
 from launcher.core.spec import Spec
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
+PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
 
 
 @dataclass(frozen=True)
@@ -114,16 +115,16 @@ def connect_call(directory: str, address: str, port: int, seconds: float) -> Cal
     return script("net", directory, "connect", address, str(port), str(seconds))
 
 
-def probe_call(spec: Spec, node: NodeCommand) -> Call:
-    """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside)."""
-    words = [
-        "env",
-        *[f"{k}={v}" for k, v in node.env.items()],
-        f"{spec.vllm.venv}/bin/python",
-        "-",
-        "resolve",
-    ]
-    return Call(shell_words([*words, *node.argv[2:]]), script="probe", timeout=600)
+def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> Call:
+    """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
+
+    Its answer is cached on the node under PROBE_CACHE, keyed by everything that decides it
+    (`tag` names this probe's version); `fresh` resolves anyway.
+    """
+    env = [f"{k}={v}" for k, v in node.env.items()]
+    cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
+    words = ["env", *env, f"{spec.vllm.venv}/bin/python", "-", *cache, "resolve", *node.argv[2:]]
+    return Call(shell_words(words), script="probe", timeout=600)
 
 
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from launcher.node.scripts import bundle
 from launcher.node.scripts.probe import MARKER
 from tests.conftest import ROOT
 
 VERSIONS = ["0.32.0", "0.33.0"]
-PROBE = ROOT / "launcher" / "node" / "scripts" / "probe.py"
+
+
+@functools.cache
+def probe_file() -> Path:
+    """The probe as it is sent to a node (its libraries inlined), as a file to run."""
+    path = Path(tempfile.mkdtemp(prefix="spark-launch-probe-")) / "probe.py"
+    path.write_text(bundle("probe"))
+    return path
 
 
 def venv_for(version: str) -> Path:
@@ -54,7 +64,7 @@ def run_probe(venv: Path, jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]
     """Run the shipped probe with a release's own python over a batch of jobs."""
     jobs = list(jobs)
     done = subprocess.run(
-        [str(venv / "bin" / "python"), str(PROBE), "batch"],
+        [str(venv / "bin" / "python"), str(probe_file()), "batch"],
         input="".join(json.dumps(j) + "\n" for j in jobs),
         capture_output=True,
         text=True,

@@ -25,7 +25,7 @@ from launcher.catalogs import CATALOG_DIR
 from launcher.core.plan import Plan
 from launcher.core.render import shell_words
 from launcher.node.scripts.probe import MARKER
-from tests.conformance.conftest import PROBE, run_probe
+from tests.conformance.conftest import probe_file, run_probe
 from tests.conftest import ROOT
 from tests.conftest import plan_of as plan_for
 
@@ -142,7 +142,7 @@ def test_rendered_command_survives_a_real_shell(vllm: tuple[str, Path], tiny_mod
     version, venv = vllm
     plan = plan_of(dict(variants(version, venv, tiny_model))["hostile"])
     node = plan.nodes[1]
-    line = f"{shell_words([str(venv / 'bin' / 'python'), str(PROBE), 'parse'])} {shell_words(node.argv[2:])}"
+    line = shell_words([str(venv / "bin" / "python"), str(probe_file()), "parse", *node.argv[2:]])
     done = subprocess.run(
         ["bash", "-c", line],
         capture_output=True,

@@ -54,6 +54,7 @@ def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
             else f"install the spec's vLLM {spec.vllm.version} on every node (or fix vllm.version)",
         )
     )
+    rows.append(_files_row(v))
     for key, label in (
         ("vllm_build", "vllm build (files)"),
         ("vllm_commit", "vllm commit"),
@@ -70,6 +71,21 @@ def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
             )
         )
     return rows
+
+
+def _files_row(v: Mapping[str, dict[str, Any]]) -> Row:
+    """Whether each node's vLLM files are the ones its installer recorded (warns: a patched
+    install that is the same everywhere still starts alike; the build row compares nodes)."""
+    values, changed = {}, False
+    for node, x in v.items():
+        files = x.get("vllm_files") or {}
+        odd = [*files.get("differ", []), *files.get("unknown", []), *files.get("missing", [])]
+        changed = changed or bool(odd)
+        values[node] = (
+            f"{len(odd)} changed: {', '.join(odd[:3])}" if odd else f"as installed ({files.get('files', 0)})"
+        )
+    hint = "files differ from the install's RECORD: a patched or partly replaced vLLM; reinstall it"
+    return Row("vllm", "vllm files vs RECORD", values, not changed, hint if changed else None, "warn")
 
 
 def _release(version: Any) -> tuple[int, ...] | None:

