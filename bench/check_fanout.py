@@ -1,11 +1,11 @@
 """Does `spark-launch check` cost the same on 2, 4 and 8 nodes? (It fans out in parallel.)
 
 Builds the test bed with N namespace nodes (real sshd each), writes the demo spec for N
-nodes (tensor parallel N), and times `check` in fresh processes: without the probe (the
-fan-out itself), and with it (each node's vLLM resolving its command: on the test bed all
-nodes share this machine's cores, so the probe's own CPU time grows with N here, which it
-would not across real machines). The launcher's own CPU time is printed too: the part
-that is this process's fan-out, not the nodes' work. Needs root; restores the 2-node bed.
+nodes, and times `check` in fresh processes, side by side: without the probe (the fan-out
+itself), with it cold (`--fresh`: each node's vLLM resolving its command; on the test bed
+all nodes share this machine's cores, so this grows with N here, which it would not across
+real machines) and with it warm (each node answering from its probe cache). The launcher's
+own CPU time is printed too. Needs root; holds the bed's session lock; restores 2 nodes.
 
     python bench/check_fanout.py [--runs 3] [--probe-runs 1]
 """
@@ -13,6 +13,7 @@ that is this process's fan-out, not the nodes' work. Needs root; restores the 2-
 from __future__ import annotations
 
 import argparse
+import fcntl
 import resource
 import statistics
 import subprocess
@@ -25,6 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "configs" / "demo.yaml"
+LOCK = Path("/tmp/spark-launch-testbed.session.lock")
 
 
 def bed(nodes: int) -> None:
@@ -53,9 +55,9 @@ def spec_for(nodes: int, directory: Path) -> Path:
     return path
 
 
-def timed_check(spec: Path, probe: bool) -> tuple[float, float]:
+def timed_check(spec: Path, *flags: str) -> tuple[float, float]:
     """Wall seconds, and the launcher process's own CPU seconds, of one `spark-launch check`."""
-    args = [sys.executable, "-m", "launcher", "check", str(spec), *([] if probe else ["--no-probe"])]
+    args = [sys.executable, "-m", "launcher", "check", str(spec), *flags]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -72,27 +74,32 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--probe-runs", type=int, default=1)
     args = parser.parse_args()
-    results: dict[int, tuple[float, float]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    results: dict[int, tuple[float, float, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp, LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             for nodes in (2, 4, 8):
                 bed(nodes)
                 spec = spec_for(nodes, Path(tmp))
-                runs = [timed_check(spec, False) for _ in range(args.runs)]
+                runs = [timed_check(spec, "--no-probe") for _ in range(args.runs)]
                 fan, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
-                probe = statistics.median(timed_check(spec, True)[0] for _ in range(args.probe_runs))
-                results[nodes] = (fan, probe)
+                cold = statistics.median(timed_check(spec, "--fresh")[0] for _ in range(args.probe_runs))
+                warm = statistics.median(timed_check(spec)[0] for _ in range(args.runs))
+                results[nodes] = (fan, cold, warm)
                 print(
-                    f"{nodes} nodes: check --no-probe {fan:5.2f} s wall, launcher CPU {cpu:4.2f} s "
-                    f"(median of {args.runs}); with probe {probe:5.1f} s wall",
+                    f"{nodes} nodes: check --no-probe {fan:5.2f} s wall, launcher CPU {cpu:4.2f} s; "
+                    f"with the probe cold {cold:5.1f} s, warm {warm:5.2f} s (warm/cold {warm / cold:.2f})",
                     flush=True,
                 )
         finally:
             bed(2)
-    base_fan, base_probe = results[2]
-    for nodes, (fan, probe) in results.items():
-        ratio, probe_ratio = fan / base_fan, probe / base_probe
-        print(f"ratio {nodes}/2 nodes: without probe {ratio:4.2f}x, with probe {probe_ratio:4.2f}x")
+    base = results[2]
+    for nodes, times in results.items():
+        ratios = ", ".join(
+            f"{name} {t / b:4.2f}x"
+            for name, t, b in zip(("no probe", "cold", "warm"), times, base, strict=True)
+        )
+        print(f"ratio {nodes}/2 nodes: {ratios}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Cold-start time of `spark-launch plan` on the example specs, as a user runs it.
 
 Each run is a fresh `python -m launcher plan SPEC` process. Prints the median and the
-best of N runs, and the same for a bare `python -c pass` for scale. Target: about 0.1 s.
+best of N runs, side by side with a bare `python -c pass` (editors run validate on save).
 
     python bench/plan_startup.py [--runs 20]
 """
@@ -46,10 +46,15 @@ def main() -> None:
         ],
         "validate dense": [sys.executable, "-m", "launcher", "validate", "configs/dense-2x-spark.yaml"],
     }
+    bare = None
     for name, argv in cases.items():
         times = timed(argv, args.runs)
         median, best = statistics.median(times) * 1000, min(times) * 1000
-        print(f"{name:<26} median {median:6.1f} ms   best {best:6.1f} ms   ({args.runs} runs)")
+        bare = bare or median
+        print(
+            f"{name:<26} median {median:6.1f} ms   best {best:6.1f} ms   "
+            f"{median / bare:4.1f}x python -c pass   ({args.runs} runs)"
+        )
 
 
 if __name__ == "__main__":
