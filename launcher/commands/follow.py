@@ -91,7 +91,7 @@ class Follower:
 
         try:
             agent.stream(call, on_line)
-            self.events.put((name, {"ended": "the node's watch ended"}))
+            self.events.put((name, {"ended": "the connection closed"}))
         except SparkLaunchError as exc:
             self.events.put((name, {"ended": exc.message}))
 

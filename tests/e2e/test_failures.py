@@ -56,12 +56,14 @@ def test_a_dying_rank_is_reported_within_seconds_and_everything_stops(clean_demo
     state = json.loads((Path.home() / ".spark-launch/demo/node2/state.json").read_text())
     killed = time.monotonic()
     subprocess.run(["kill", "-KILL", "--", f"-{state['pgid']}"], check=True)
-    _, err = proc.communicate(timeout=120)
+    said = wait_for_line(proc, "node2 (rank 1) exited with status", timeout=60)[-1]
     reported = time.monotonic() - killed
-    print(f"\nrank death -> failure reported and cluster stopped: {reported:.1f} s")
+    _, err = proc.communicate(timeout=120)
+    stopped = time.monotonic() - killed
+    print(f"\nrank death -> said {reported:.1f} s, every node stopped {stopped:.1f} s (no timing asserted)")
+    assert said.rstrip().endswith(": stopping every node")
     assert proc.returncode == 1
     assert "node2 (rank 1) exited" in err and "every node was stopped" in err
-    assert reported < 30
     assert marked_processes() == []
 
 
@@ -75,7 +77,7 @@ def test_ctrl_c_during_up_stops_what_was_started(clean_demo: None) -> None:
     assert marked_processes() == []
 
 
-def test_losing_ssh_while_waiting_leaves_the_cluster_running(clean_demo: None) -> None:
+def test_losing_a_node_while_waiting_stops_the_others_and_names_it(clean_demo: None) -> None:
     proc = start_cli("up", DEMO, "--skip-check")
     wait_for_line(proc, "node2: configuring")
     sshd = subprocess.run(["ip", "netns", "pids", "sl-node2"], capture_output=True, text=True, check=True)
@@ -84,8 +86,9 @@ def test_losing_ssh_while_waiting_leaves_the_cluster_running(clean_demo: None) -
             subprocess.run(["kill", "-KILL", pid], check=False)
     _, err = proc.communicate(timeout=180)
     assert proc.returncode == 4, err
-    assert "node node2: lost the SSH connection while waiting" in err and "left running" in err
-    assert marked_processes()  # nothing was stopped behind the user's back
+    assert "node node2: lost while waiting (the connection closed)" in err
+    assert "every other node was stopped; could not reach node2 to stop it" in err
+    assert marked_processes("demo/node1") == [] and marked_processes("demo/node2")
     subprocess.run(["python", "-m", "testbed", "up"], check=True, capture_output=True)  # sshd back
     assert cli("status", DEMO).returncode in (0, 1)
     assert cli("down", DEMO).returncode == 0
