@@ -65,6 +65,19 @@ def package_files(site: str, package: str) -> list[str]:
     return out
 
 
+def save(path: str, data: Any) -> None:
+    """Write a cache file atomically; best effort (other processes, on this node or on nodes
+    sharing this home, may write the same file at the same moment: the last one wins)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(data, f, default=str)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
     """{"build": a hash of every file's content, "files", "hashed" (this time), "differ", "unknown"}."""
     dist = dist_info(site, name)
@@ -86,10 +99,7 @@ def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
             fresh[path] = [*key, file_digest(os.path.join(site, path))]
             hashed += 1
     if hashed or len(fresh) != len(cache):
-        os.makedirs(CACHE_DIR, mode=0o700, exist_ok=True)
-        with open(cache_file + ".tmp", "w") as f:
-            json.dump(fresh, f)
-        os.replace(cache_file + ".tmp", cache_file)
+        save(cache_file, fresh)
     digests = {path: entry[5] for path, entry in fresh.items()}
     build = hashlib.sha256(json.dumps(sorted(digests.items())).encode()).hexdigest()[:16]
     odd = {

@@ -27,7 +27,7 @@ import sysconfig
 from typing import Any
 
 from launcher.node.scripts.inputs import config_hashes, engine_env  # inlined when sent
-from launcher.node.scripts.installed import fingerprint  # inlined when sent
+from launcher.node.scripts.installed import fingerprint, save  # inlined when sent
 
 MARKER = "SPARK_LAUNCH_PROBE "
 
@@ -165,10 +165,7 @@ def cached_job(job: dict[str, Any], cache: str, tag: str, fresh: bool) -> dict[s
             pass
     result = run_job(job["op"], job["argv"], job.get("env", {}))
     if result["ok"]:
-        os.makedirs(cache, mode=0o700, exist_ok=True)
-        with open(path + ".tmp", "w") as f:
-            json.dump(result, f, default=str)
-        os.replace(path + ".tmp", path)
+        save(path, result)
     return {**result, "cached": False}
 
 

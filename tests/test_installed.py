@@ -1,0 +1,83 @@
+"""The build fingerprint of an installed distribution: from its RECORD, with a stat cache that
+still catches a changed file, in real processes running the node script as it is sent."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launcher.node.scripts import bundle
+
+FILES = {"pkg/__init__.py": b"x = 1\n", "pkg/sub/mod.py": b"y = 2\n", "pkg/data,with,commas.json": b"{}"}
+
+
+def digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    """A site-packages with distribution `pkg` 1.0+local and its RECORD (a CSV: commas quoted)."""
+    site = tmp_path / "site"
+    for name, data in FILES.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_bytes(data)
+    dist = site / "pkg-1.0+local.dist-info"
+    dist.mkdir()
+    rows = [f'"{n}",sha256={digest(d)},{len(d)}' for n, d in FILES.items()]
+    (dist / "RECORD").write_text("\n".join([*rows, "pkg-1.0+local.dist-info/RECORD,,"]) + "\n")
+    return site
+
+
+def fingerprint(site: Path, home: Path) -> dict[str, object]:
+    """Run installed.fingerprint in a fresh process, as the facts script does on a node."""
+    code = bundle("facts").split("# ---- facts.py")[0]
+    code += f"\nimport json; print(json.dumps(fingerprint({str(site)!r}, 'pkg', 'pkg')))\n"
+    done = subprocess.run(
+        [sys.executable, "-"], input=code, capture_output=True, text=True, check=True, env={"HOME": str(home)}
+    )
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def test_an_install_as_recorded_is_hashed_once_then_known_by_its_stats(site: Path, tmp_path: Path) -> None:
+    first, second = fingerprint(site, tmp_path), fingerprint(site, tmp_path)
+    assert first["hashed"] == 3 and second["hashed"] == 0 and first["build"] == second["build"]
+    assert first["differ"] == first["unknown"] == first["missing"] == []
+
+
+def test_a_changed_file_with_its_size_and_mtime_put_back_is_still_caught(site: Path, tmp_path: Path) -> None:
+    before = fingerprint(site, tmp_path)
+    target = site / "pkg/sub/mod.py"
+    stat = target.stat()
+    target.write_bytes(b"y = 3\n")  # same size
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # mtime put back, as `touch -r` does
+    after = fingerprint(site, tmp_path)
+    assert after["build"] != before["build"] and after["differ"] == ["pkg/sub/mod.py"]
+
+
+def test_files_the_installer_did_not_write_or_that_are_gone_are_named(site: Path, tmp_path: Path) -> None:
+    (site / "pkg/extra.py").write_text("z = 0\n")
+    (site / "pkg/__init__.py").unlink()
+    found = fingerprint(site, tmp_path)
+    assert found["unknown"] == ["pkg/extra.py"] and found["missing"] == ["pkg/__init__.py"]
+
+
+def test_processes_writing_the_same_cache_at_once_never_fail(site: Path, tmp_path: Path) -> None:
+    """As facts and the probe do on one node, or two nodes sharing a home: each writes it all."""
+    for i in range(3000):  # enough files that the writes overlap
+        (site / f"pkg/gen_{i}.py").write_text(f"v = {i}\n")
+    code = bundle("facts").split("# ---- facts.py")[0] + f"\nfingerprint({str(site)!r}, 'pkg', 'pkg')\n"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env={"HOME": str(tmp_path)}, stderr=subprocess.PIPE)
+        for _ in range(8)
+    ]
+    errors = [p.communicate()[1] for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(procs), errors
