@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write the catalog of the vLLM installed in the running interpreter, as JSON.
 
-Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py > catalog.json
+Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py [OUT.json]
+(to stdout without OUT; with OUT, the file is replaced only once the catalog is complete).
 The catalog is data for the launcher: every `vllm serve` option (its negative forms,
 choices, whether it takes a value, deprecations) and, from vLLM's model registry, the
 traits of every model architecture (model_traits.py). `make catalogs` regenerates the
@@ -137,4 +138,10 @@ if __name__ == "__main__":
     # The official wheel cannot infer a device on a machine without a GPU; the answer
     # changes platform defaults only, never the parser.
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    sys.stdout.write(dump(catalog()))
+    text = dump(catalog())
+    if len(sys.argv) > 1:
+        out = Path(sys.argv[1])
+        out.with_suffix(".tmp").write_text(text)
+        out.with_suffix(".tmp").replace(out)
+    else:
+        sys.stdout.write(text)

@@ -54,9 +54,8 @@ def rows(plan: Plan) -> dict[str, Any]:
         (MAMBA2, {"is_attention_free": True, "enable_prefix_caching": False, "mamba_cache_mode": "none"}),
         (LLAMA, {"is_hybrid": False, "enable_prefix_caching": True, "enable_chunked_prefill": True}),
         (GRANITE_MICRO, {"is_hybrid": False, "enable_prefix_caching": True}),
-        (DEEPSEEK_V2, {"use_mla": True, "enable_prefix_caching": True}),
     ],
-    ids=["hybrid", "attention-free", "dense", "hybrid-arch-without-mamba-layers", "mla"],
+    ids=["hybrid", "attention-free", "dense", "hybrid-arch-without-mamba-layers"],
 )
 def test_unset_settings_get_the_releases_own_default_for_the_architecture(
     tmp_path: Path, version: str, config: dict[str, Any], expected: dict[str, Any]
@@ -66,6 +65,19 @@ def test_unset_settings_get_the_releases_own_default_for_the_architecture(
     assert ("mamba_cache_mode" in rows(plan)) == ("mamba_cache_mode" in expected)
     pin = f"--mamba-cache-mode={expected.get('mamba_cache_mode')}"
     assert (pin in plan.nodes[0].argv) == (version == "0.32.0" and "mamba_cache_mode" in expected)
+
+
+def test_an_mla_model_needs_both_settings_written_out_because_the_device_decides(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        plan_with(tmp_path, DEEPSEEK_V2)
+    assert {p.dotted for p in caught.value.problems} == {
+        "serve.enable_prefix_caching",
+        "serve.enable_chunked_prefill",
+    }
+    assert all(p.message == "must be set explicitly for an MLA model" for p in caught.value.problems)
+    assert all("depends on the device" in (p.hint or "") for p in caught.value.problems)
+    settings = {"serve.enable_prefix_caching": True, "serve.enable_chunked_prefill": True}
+    assert rows(plan_with(tmp_path, DEEPSEEK_V2, **settings))["use_mla"] is True
 
 
 def test_the_model_row_names_kind_architecture_and_mtp_layers(tmp_path: Path) -> None:

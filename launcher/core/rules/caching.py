@@ -15,6 +15,12 @@ POOLER = (
     "the attention is causal); write true or false"
 )
 
+DEVICE = (
+    "vLLM's choice for an MLA model depends on the device: its CPU platform turns chunked "
+    "prefill and prefix caching off (cpu.py, unless the CPU has AMX), a GPU keeps the model's "
+    "default; write true or false"
+)
+
 
 def _unknown_kind(inputs: Inputs) -> str:
     return (
@@ -27,6 +33,8 @@ def default_prefix_caching(inputs: Inputs) -> bool | str:
     """vLLM's own choice when unset, or (a str) why the plan cannot know it."""
     if inputs.pooling:
         return POOLER
+    if inputs.facts.mla:
+        return DEVICE
     kind = inputs.facts.kind
     if inputs.pooling is None or kind is None:
         return _unknown_kind(inputs)
@@ -38,6 +46,8 @@ def default_chunked_prefill(inputs: Inputs) -> bool | str:
     """vLLM's own choice when unset, or (a str) why the plan cannot know it."""
     if inputs.pooling:
         return POOLER
+    if inputs.facts.mla:
+        return DEVICE
     if inputs.pooling is None or inputs.facts.encoder_decoder is None:
         return _unknown_kind(inputs)
     return not inputs.facts.encoder_decoder
@@ -47,7 +57,8 @@ def _explicit_bool(inputs: Inputs, key: str, default: bool | str) -> bool:
     value = inputs.explicit(key)
     if value is None:
         if isinstance(default, str):
-            what = "for a pooling model" if inputs.pooling else "for this model"
+            what = {True: "for a pooling model", False: "for this model"}[bool(inputs.pooling)]
+            what = "for an MLA model" if inputs.facts.mla and not inputs.pooling else what
             raise RuleProblem(key, f"must be set explicitly {what}", default)
         value = default
     if not isinstance(value, bool):
