@@ -141,3 +141,11 @@ def test_encoder_decoder_models_default_both_settings_off(tmp_path: Path) -> Non
     assert facts_from_config(config, "c", load_catalog("0.33.0")).kind == "encoder-decoder"
     plan = plan_with(tmp_path, config, "0.33.0")
     assert (rows(plan)["enable_prefix_caching"], rows(plan)["enable_chunked_prefill"]) == (False, False)
+
+
+def test_model_hybrid_gives_the_kind_of_an_architecture_vllm_does_not_know(tmp_path: Path) -> None:
+    config = {"architectures": ["NoSuchModelForCausalLM"], "model_type": "nosuch"}
+    plan = plan_with(tmp_path, config, **{"model.hybrid": True})
+    assert rows(plan)["model"] == "hybrid (NoSuchModelForCausalLM)"
+    assert "--mamba-cache-mode=align" in plan.nodes[0].argv
+    assert any("takes model.hybrid for the model's kind" in n for n in plan.notes)

@@ -127,6 +127,9 @@ def _with_override(facts: ModelFacts, declared: bool | None, catalog: Catalog) -
     if facts.hybrid is None:
         # The override alone: true means a generative hybrid model, false says nothing more.
         source = f"model.hybrid in the spec ({facts.source})"
+        facts = replace(
+            facts, notes=tuple(n.replace("cannot tell", "takes model.hybrid for") for n in facts.notes)
+        )
         if declared:
             return replace(
                 facts,
