@@ -3,9 +3,11 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 SPEC   ?= configs/demo.yaml
+# The supported vLLM releases: those with a committed catalog.
+RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catalogs/vllm-*.json))
 
 .PHONY: install system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
-        golden bench testbed testbed-down demo demo-down up down status logs verify check
+        release golden bench testbed testbed-down demo demo-down up down status logs verify check
 
 install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
 $(BIN)/spark-launch: pyproject.toml
@@ -16,7 +18,7 @@ system-deps:                                        ## sshd, ssh, ip, ps for the
 	 [ -z "$$missing" ] || (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client iproute2 procps util-linux)
 
 vllm-venvs:                                         ## the real vLLM releases, cached by version
-	scripts/vllm-venv.sh 0.32.0 && scripts/vllm-venv.sh 0.33.0
+	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
 setup: install system-deps vllm-venvs               ## everything the tests need, on a fresh machine
 
@@ -26,7 +28,7 @@ test: setup lint                                    ## every tier: fast, conform
 fast: install                                       ## the edit loop: no SSH, no vLLM
 	$(BIN)/pytest -m "not conformance and not testbed and not vllm_server"
 
-conformance: setup                                  ## against the real vLLM 0.32.0 and 0.33.0
+conformance: setup                                  ## against every supported real vLLM release
 	$(BIN)/pytest -m conformance
 
 lint: install
@@ -41,8 +43,12 @@ plan: install                                       ## make plan SPEC=configs/qw
 validate: install
 	$(BIN)/spark-launch validate $(SPEC)
 
-catalogs: vllm-venvs                                ## regenerate the flag catalogs from the real parsers
-	for v in 0.32.0 0.33.0; do "$$(scripts/vllm-venv.sh $$v)/bin/python" scripts/gen_catalog.py > launcher/catalogs/vllm-$$v.json; done
+catalogs: vllm-venvs                                ## regenerate the catalogs (flags, model traits) from the real packages
+	for v in $(RELEASES); do "$$(scripts/vllm-venv.sh $$v)/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$$v.json || exit 1; done
+
+release: install                                    ## add or refresh one release: make release VERSION=0.34.0
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=0.34.0" >&2; exit 2; }
+	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
 
 golden: install                                     ## rewrite golden plans after an intended change
 	$(BIN)/pytest tests/test_configs.py --update-golden

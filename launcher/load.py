@@ -47,16 +47,22 @@ def catalog_for(spec: Spec) -> Catalog:
         ) from None
 
 
-def read_model_facts(spec: Spec) -> ModelFacts:
-    """What the model's config.json, read here if this machine has it, says about the model."""
-    config_file = Path(spec.model.path) / "config.json"
-    config: Any = None
-    if spec.model.hybrid is None:
-        try:
-            config = json.loads(config_file.read_text())
-        except (OSError, ValueError):
-            config = None
-    return model_facts(spec.model.hybrid, config, str(config_file))
+def read_model_config(spec: Spec) -> tuple[Any, bool]:
+    """The model's config.json if this machine has it (else None), and whether it is a
+    sentence-transformers model (modules.json: vLLM runs those as pooling models)."""
+    model_dir = Path(spec.model.path)
+    try:
+        config: Any = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        config = None
+    return config, (model_dir / "modules.json").is_file()
+
+
+def read_model_facts(spec: Spec, catalog: Catalog) -> ModelFacts:
+    """What the model's config.json, read here if this machine has it, tells the release's catalog."""
+    config, sentence_transformers = read_model_config(spec)
+    source = str(Path(spec.model.path) / "config.json")
+    return model_facts(spec.model.hybrid, config, source, catalog, sentence_transformers)
 
 
 def plan_file(path: str | Path) -> tuple[Spec, Plan]:
@@ -65,7 +71,8 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
     spec, problems = validate_spec(document.data)
     if spec is not None:
         try:
-            plan = build_plan(spec, read_model_facts(spec), catalog_for(spec))
+            catalog = catalog_for(spec)
+            plan = build_plan(spec, read_model_facts(spec, catalog), catalog)
         except PlanProblems as exc:
             problems += exc.problems
     if problems or spec is None:

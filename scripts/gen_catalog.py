@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Write the flag catalog of the vLLM installed in the running interpreter, as JSON.
+"""Write the catalog of the vLLM installed in the running interpreter, as JSON.
 
-Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py > catalog.json
-The catalog is data for the launcher: every `vllm serve` option, its negative forms,
-choices, whether it takes a value, and deprecations. `make catalogs` regenerates the
-committed ones; a conformance test checks that they still match the real parsers.
+Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py [OUT.json]
+(to stdout without OUT; with OUT, the file is replaced only once the catalog is complete).
+The catalog is data for the launcher: every `vllm serve` option (its negative forms,
+choices, whether it takes a value, deprecations) and, from vLLM's model registry, the
+traits of every model architecture (model_traits.py). `make catalogs` regenerates the
+committed ones; the conformance tier checks that they still match the real packages.
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "launcher"))
-from probe import serve_parser
+# The probe's own parser (the node scripts need only the standard library) and the traits.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_traits import models
+
+from launcher.node.scripts.probe import serve_parser
 
 SIMPLE_TYPES = {int: "int", float: "float", str: "str"}
 # vLLM's own converters, by function name: dataclass and dict options take JSON (or
@@ -116,12 +122,28 @@ def catalog() -> dict[str, Any]:
         "vllm_version": vllm_version(),
         "generated_by": "scripts/gen_catalog.py",
         "options": dict(sorted(options.items())),
+        "models": models(),
     }
+
+
+def dump(data: dict[str, Any]) -> str:
+    """The catalog as JSON, one line per architecture so a new release diffs by model."""
+    archs = data["models"]["architectures"]
+    placeholder = {arch: "@" + arch for arch in archs}
+    text = json.dumps({**data, "models": {**data["models"], "architectures": placeholder}}, indent=1)
+    for arch, traits in archs.items():
+        text = text.replace(json.dumps("@" + arch), json.dumps(traits, sort_keys=True), 1)
+    return text + "\n"
 
 
 if __name__ == "__main__":
     # The official wheel cannot infer a device on a machine without a GPU; the answer
     # changes platform defaults only, never the parser.
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    json.dump(catalog(), sys.stdout, indent=1, sort_keys=False)
-    sys.stdout.write("\n")
+    text = dump(catalog())
+    if len(sys.argv) > 1:
+        out = Path(sys.argv[1])
+        out.with_suffix(".tmp").write_text(text)
+        out.with_suffix(".tmp").replace(out)
+    else:
+        sys.stdout.write(text)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from launcher.core.model import ModelFacts
+from launcher.core.model import kind_facts
 from launcher.core.plan import Plan, build_plan
 from launcher.core.schema import build
 from launcher.core.spec import Spec
@@ -45,7 +45,7 @@ def base_spec(version: str = "0.32.0", nodes: int = 2) -> dict[str, Any]:
             {"name": f"n{i + 1}", "ssh": f"n{i + 1}", "address": f"10.0.0.{i + 1}", "interface": "eth0"}
             for i in range(nodes)
         ],
-        "model": {"path": "/models/m", "hybrid": True},
+        "model": {"path": "/models/m"},
         "serve": {"tensor_parallel_size": nodes, "enable_prefix_caching": True, "max_model_len": 4096},
     }
 
@@ -76,10 +76,10 @@ def spec_of(data: dict[str, Any]) -> Spec:
     return spec
 
 
-def plan_of(data: dict[str, Any], hybrid: bool | None = True) -> Plan:
-    """The plan of valid spec data, for a model whose hybrid-ness is given."""
+def plan_of(data: dict[str, Any], kind: str | None = "hybrid") -> Plan:
+    """The plan of valid spec data, for a model of the given kind (None: the plan cannot tell)."""
     spec = spec_of(data)
-    return build_plan(spec, ModelFacts(hybrid, "test"), catalog_for(spec))
+    return build_plan(spec, kind_facts(kind, "test"), catalog_for(spec))
 
 
 def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
@@ -90,7 +90,7 @@ def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
     """
     home.mkdir(exist_ok=True)
     spec = spec_of({**data, "name": f"{data['name']}-{os.getpid()}"})
-    plan = build_plan(spec, ModelFacts(True, "test"), catalog_for(spec))
+    plan = build_plan(spec, kind_facts("hybrid", "test"), catalog_for(spec))
     return Cluster(spec, plan, LocalExecutor(home))
 
 

@@ -134,6 +134,12 @@ def test_importing_the_whole_core_loads_nothing_worldly() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_every_package_folder_is_a_package() -> None:
+    """Folders without __init__.py would import here but be left out of a built wheel."""
+    folders = {p.parent for p in ALL} - {PACKAGE}
+    assert [str(f.relative_to(ROOT)) for f in sorted(folders) if not (f / "__init__.py").exists()] == []
+
+
 def test_errors_is_the_bottom_layer() -> None:
     assert launcher_imports(PACKAGE / "errors.py") == set()
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from launcher.catalogs import load_catalog
-from launcher.core.checks import env_rows, model_rows, network_rows, probe_rows, vllm_rows
+from launcher.core.checks import AGREE, env_rows, model_rows, network_rows, probe_rows, vllm_rows
 from launcher.core.plan import Plan
 from launcher.core.spec import Spec
 from tests.conftest import base_spec, plan_of, spec_of
@@ -110,20 +110,19 @@ def test_network_rows_fail_on_missing_address_busy_port_and_no_route() -> None:
     assert set(rows) == {"interface holds address", "port 8000 free on n1", "n1:29501 reachable"}
 
 
+def probe_answer(plan: Plan) -> dict[str, Any]:
+    """What a node's probe reports for `plan` when its vLLM derives exactly the plan."""
+    planned = {d.setting: d.value for d in plan.derived}
+    answer: dict[str, Any] = {key: planned.get(key, f"same-{key}") for key in AGREE}
+    return {**answer, "mamba_cache_mode": "align", "num_speculative_tokens": 0, "missing": []}
+
+
 def test_probe_differences_name_the_setting_and_the_pinning_flag() -> None:
     _, plan = plan_and_spec()
-    same = {
-        "enable_prefix_caching": True,
-        "mamba_cache_mode": "align",
-        "enable_chunked_prefill": True,
-        "num_speculative_tokens": 0,
-        "tensor_parallel_size": 2,
-        "nnodes": 2,
-        "master_addr": "10.0.0.1",
-        "master_port": 29501,
-        "distributed_executor_backend": "mp",
-        "block_size": 16,
-    }
+    same = probe_answer(plan)
+    assert not [
+        r.item for r in probe_rows(plan, load_catalog("0.32.0"), {"n1": same, "n2": same}) if r.failed
+    ]
     rows = probe_rows(plan, load_catalog("0.32.0"), {"n1": same, "n2": {**same, "mamba_cache_mode": "none"}})
     bad = [r for r in rows if r.failed]
     assert [r.item for r in bad] == ["mamba_cache_mode"]
@@ -133,3 +132,12 @@ def test_probe_differences_name_the_setting_and_the_pinning_flag() -> None:
     assert [r.item for r in probe_rows(plan, load_catalog("0.32.0"), {"n1": off, "n2": off}) if r.failed] == [
         "enable_prefix_caching"
     ]
+
+
+def test_a_field_the_probe_cannot_read_fails_even_when_every_node_lacks_it() -> None:
+    _, plan = plan_and_spec()
+    lacking = {**probe_answer(plan), "block_size": None, "missing": ["block_size"]}
+    rows = [r for r in probe_rows(plan, load_catalog("0.32.0"), {"n1": lacking, "n2": lacking}) if r.failed]
+    assert [r.item for r in rows] == ["block_size"]
+    assert rows[0].values == {"n1": "(not reported)", "n2": "(not reported)"}
+    assert "out of step" in (rows[0].hint or "")

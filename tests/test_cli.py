@@ -39,13 +39,14 @@ def test_plan_text_shows_commands_and_reasons(capsys: pytest.CaptureFixture[str]
     assert code == 0
     assert "== spark-2 (rank 1, headless) via ssh spark-2" in out
     assert "--mamba-cache-mode=align" in out
-    assert "why: hybrid model: prefix caching on means 'align'" in out
+    assert "why: model with mamba layers (hybrid or attention-free): prefix caching on means 'align'" in out
     assert "HF_TOKEN=<secret from the launcher's environment>" in out
 
 
 def test_validate_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli(capsys, "validate", QWEN)[0] == 0
-    bad = write(tmp_path, edit(base_spec(), **{"serve.tensor_parallel_size": 5, "serve.nnodes": 2}))
+    changes = {"serve.tensor_parallel_size": 5, "serve.nnodes": 2, "model.hybrid": True}
+    bad = write(tmp_path, edit(base_spec(), **changes))
     code, out, err = run_cli(capsys, "validate", str(bad))
     assert code == 2 and out == ""
     assert err.count(f"{bad}:") == 2

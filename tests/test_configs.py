@@ -21,6 +21,15 @@ CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 GOLDEN = ROOT / "tests" / "golden"
 
 
+@pytest.fixture(autouse=True)
+def models_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The examples' models live on their nodes: plan as from a machine without them.
+
+    (The demo's model exists here while the test bed is up; the golden plans must not care.)
+    """
+    monkeypatch.setattr("launcher.load.read_model_config", lambda spec: (None, False))
+
+
 def test_there_are_example_configs() -> None:
     assert {p.name for p in CONFIGS} >= {"demo.yaml", "qwen3-next-2x-spark.yaml", "dense-2x-spark.yaml"}
 
@@ -54,7 +63,7 @@ def test_qwen3_next_examples_fix_the_field_failure(config: str, pinned: list[str
         for prefix in absent:
             assert not any(a.startswith(prefix) for a in argv)
     rows = {d["setting"]: d for d in doc["derived"]}
-    assert rows["mamba_cache_mode"]["value"] == "align"
+    assert rows["mamba_cache_mode"]["value"] == "align if the model has mamba layers"
     assert all(d["reason"] for d in doc["derived"])
 
 

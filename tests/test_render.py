@@ -72,7 +72,7 @@ SERVE_OPTIONS = st.fixed_dictionaries(
     nodes=st.integers(1, 6),
     version=st.sampled_from(["0.32.0", "0.33.0"]),
     serve=SERVE_OPTIONS,
-    hybrid=st.sampled_from([True, False]),
+    kind=st.sampled_from(["hybrid", "decoder", "attention-free"]),
     runtime=st.sampled_from(["venv", "docker"]),
     env=st.dictionaries(
         st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True).filter(
@@ -83,13 +83,13 @@ SERVE_OPTIONS = st.fixed_dictionaries(
     ),
 )
 def test_commands_are_identical_except_rank_flags(
-    nodes: int, version: str, serve: dict[str, Any], hybrid: bool, runtime: str, env: dict[str, str]
+    nodes: int, version: str, serve: dict[str, Any], kind: str, runtime: str, env: dict[str, str]
 ) -> None:
     data = base_spec(version, nodes)
     data["serve"] = {"tensor_parallel_size": nodes, **serve}
     data["env"] = env
     data["vllm"] = {"version": version, "runtime": runtime, "venv": "/opt/vllm", "image": "img:1"}
-    plan = plan_of(data, hybrid)
+    plan = plan_of(data, kind)
     stripped = []
     for rank, node in enumerate(plan.nodes):
         assert [a for a in node.argv if a.startswith("--node-rank")] == [f"--node-rank={rank}"]

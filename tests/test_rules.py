@@ -67,20 +67,83 @@ def test_033_contradicting_mamba_mode_is_an_error() -> None:
 
 
 def test_dense_model_gets_no_mamba_setting() -> None:
-    plan = plan_of(base_spec("0.32.0"), hybrid=False)
+    plan = plan_of(base_spec("0.32.0"), "decoder")
     assert "mamba_cache_mode" not in derived(plan)
     assert not any("mamba" in a for a in argv(plan))
 
 
-def test_unknown_hybridness_is_fine_on_033_and_said() -> None:
-    plan = plan_of(base_spec("0.33.0"), hybrid=None)
-    assert derived(plan)["mamba_cache_mode"] == "align if the model is hybrid"
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_unknown_model_pins_no_mamba_mode_and_says_so(version: str) -> None:
+    spec = edit(base_spec(version), **{"serve.enable_chunked_prefill": True})
+    plan = plan_of(spec, None)
+    assert derived(plan)["mamba_cache_mode"] == "align if the model has mamba layers"
+    assert not any(a.startswith("--mamba-cache-mode") for a in argv(plan))
+
+
+@pytest.mark.parametrize("key", ["enable_prefix_caching", "enable_chunked_prefill"])
+def test_unknown_model_needs_the_settings_whose_default_depends_on_its_kind(key: str) -> None:
+    spec = edit(base_spec(), **{"serve.enable_prefix_caching": True, "serve.enable_chunked_prefill": True})
+    with pytest.raises(PlanProblems) as caught:
+        plan_of(edit(spec, **{f"serve.{key}": None}), None)
+    (problem,) = caught.value.problems
+    assert problem.path == ("serve", key) and "must be set explicitly" in problem.message
+    assert "cannot tell the model's kind" in (problem.hint or "")
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_attention_free_model_gets_vllms_own_default_off_and_the_mamba_rows(version: str) -> None:
+    plan = plan_of(edit(base_spec(version), **{"serve.enable_prefix_caching": None}), "attention-free")
+    assert derived(plan)["enable_prefix_caching"] is False
+    assert derived(plan)["mamba_cache_mode"] == "none"
+    assert derived(plan)["enable_chunked_prefill"] is True
+    assert ("--mamba-cache-mode=none" in argv(plan)) == (version == "0.32.0")
+
+
+def test_attention_free_model_with_prefix_caching_is_align() -> None:
+    plan = plan_of(base_spec("0.32.0"), "attention-free")
+    assert "--mamba-cache-mode=align" in argv(plan)
+
+
+@pytest.mark.parametrize("key", ["enable_prefix_caching", "enable_chunked_prefill"])
+def test_pooling_model_needs_both_settings_written_out(key: str) -> None:
+    spec = edit(base_spec(), **{"serve.enable_prefix_caching": False, "serve.enable_chunked_prefill": False})
+    with pytest.raises(PlanProblems) as caught:
+        plan_of(edit(spec, **{f"serve.{key}": None}), "pooling")
+    (problem,) = caught.value.problems
+    assert problem.message == "must be set explicitly for a pooling model"
+    assert "depends on its pooler" in (problem.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("serve", "runner"),
+    [({}, "generate"), ({"runner": "pooling"}, "pooling"), ({"convert": "embed"}, "pooling")],
+)
+def test_the_runner_comes_from_the_spec_else_the_model(serve: dict[str, Any], runner: str) -> None:
+    spec = edit(base_spec("0.33.0"), **{"serve.enable_chunked_prefill": True})
+    spec["serve"].update(serve)
+    assert derived(plan_of(spec, "decoder"))["runner_type"] == runner
+
+
+@pytest.mark.parametrize(
+    ("pc", "mode", "hint"),
+    [(True, "none", "enable_prefix_caching: false"), (False, "align", "enable_prefix_caching: true")],
+)
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_a_contradicting_mamba_mode_hints_at_the_prefix_caching_that_keeps_it(
+    version: str, pc: bool, mode: str, hint: str
+) -> None:
+    spec = edit(base_spec(version), **{"serve.enable_prefix_caching": pc, "serve.mamba_cache_mode": mode})
+    with pytest.raises(PlanProblems) as caught:
+        plan_of(spec)
+    assert caught.value.problems[0].hint == f"remove mamba_cache_mode, or set {hint}"
 
 
 def test_topology_flags() -> None:
     plan = plan_of(base_spec("0.32.0", nodes=3) | {})
     for rank, node in enumerate(plan.nodes):
-        assert node.argv[-len(node.rank_args) :] == node.rank_args
+        expected = (f"--node-rank={rank}", "--headless") if rank else ("--node-rank=0",)
+        assert node.argv[-len(expected) :] == expected
+        assert node.common_argv == plan.nodes[0].common_argv
         assert f"--node-rank={rank}" in node.argv
         assert ("--headless" in node.argv) == (rank > 0)
         assert {

@@ -11,7 +11,8 @@ from launcher.errors import SpecError
 from launcher.load import plan_file
 from tests.conftest import base_spec, edit, write
 
-BASE = base_spec()
+# The model's config.json is not on this machine: model.hybrid says what it is.
+BASE = edit(base_spec(), **{"model.hybrid": True})
 
 # (changes to the base spec, key path reported, words the message must contain)
 CASES: list[tuple[dict[str, Any], str, str]] = [
@@ -55,7 +56,7 @@ CASES: list[tuple[dict[str, Any], str, str]] = [
     ({"vllm.runtime": "docker"}, "vllm.image", "required with runtime docker"),
     ({"vllm.runtime": "podman"}, "vllm.runtime", "must be one of venv, docker"),
     ({"model.path": "models/m"}, "model.path", "absolute path"),
-    ({"model.hybrid": None}, "model.hybrid", "cannot tell whether the model is hybrid"),
+    ({"model.hybrid": None}, "serve.enable_chunked_prefill", "must be set explicitly for this model"),
     ({"serve.mamba_cache_mode": "none"}, "serve.mamba_cache_mode", "vLLM turns it into 'align'"),
     ({"serve.mamba_cache_mode": "all"}, "serve.mamba_cache_mode", "does not exist in vLLM 0.32.0"),
     (
@@ -68,6 +69,11 @@ CASES: list[tuple[dict[str, Any], str, str]] = [
         {"serve.speculative_config": {"method": "mtp"}},
         "serve.speculative_config",
         "explicit num_speculative_tokens",
+    ),
+    (
+        {"serve.speculative_config": {"method": "mtpp", "num_speculative_tokens": 1}},
+        "serve.speculative_config",
+        "'mtpp' is not a speculative method of vLLM 0.32.0",
     ),
     (
         {"serve.enable_prefix_caching": False, "serve.mamba_block_size": 64},

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from launcher.commands.up import StartupFailed, UpOptions, up
-from launcher.core.model import ModelFacts
+from launcher.core.model import kind_facts
 from launcher.core.plan import build_plan
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster, ClusterBusy, Silent
@@ -37,7 +37,7 @@ def cluster_with(
     handlers: dict[tuple[str, str], Handler], nodes: int = 2
 ) -> tuple[Cluster, ScriptedExecutor]:
     spec = spec_of(base_spec("0.32.0", nodes=2))
-    plan = build_plan(spec, ModelFacts(True, "test"), catalog_for(spec))
+    plan = build_plan(spec, kind_facts("hybrid", "test"), catalog_for(spec))
     executor = ScriptedExecutor(
         {
             ("*", "lock"): lambda w: {"ok": True},

@@ -1,8 +1,9 @@
 """The catalogs of the supported vLLM releases: data generated from each real package.
 
 `vllm-<release>.json` is written by `scripts/gen_catalog.py` from that release's real
-`vllm serve` parser (`make catalogs`) and checked against it by the conformance tier.
-Adding a release: see "Adding a vLLM release" in the README.
+package (its `vllm serve` parser and its model registry; `make catalogs`) and checked
+against it by the conformance tier. Adding a release: see "Adding a vLLM release" in the
+README (`make release VERSION=...`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""What one vLLM release's `vllm serve` accepts, as values. Pure.
+"""What one vLLM release's `vllm serve` accepts and knows about models, as values. Pure.
 
-The data comes from `launcher/catalogs/` (generated from each release's real parser);
-`catalog_from_dict` turns one such document into a Catalog.
+The data comes from `launcher/catalogs/` (generated from each release's real parser and
+model registry); `catalog_from_dict` turns one such document into a Catalog.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -44,11 +44,31 @@ class Option:
 
 
 @dataclass(frozen=True)
+class ModelTraits:
+    """vLLM's own facts about one architecture: its registry's class traits (`_ModelInfo`)."""
+
+    generate: bool  # a text generation model (runner "generate")
+    pooling: bool  # a pooling model (runner "pooling" wins when both are true)
+    attn_type: str  # decoder, encoder_only, attention_free, ...
+    hybrid: bool  # IsHybrid: mamba/linear-attention layers mixed with attention
+    attention_free: bool  # IsAttentionFree: no attention layer at all (Mamba, Mamba2)
+    inner_state: bool  # HasInnerState: a recurrent state per sequence
+    mamba_prefix_caching: bool | None  # SupportsMambaPrefixCaching (None: no such trait, 0.33)
+    seq_pooling: str  # the default sequence pooling type (CLS, LAST, MEAN)
+    tok_pooling: str  # the default token pooling type
+    config_hook: str | None  # its MODELS_CONFIG_MAP entry, run on every config
+    mamba_hook: bool  # that hook is MambaModelConfig: vLLM derives the mamba cache mode
+
+
+@dataclass(frozen=True)
 class Catalog:
-    """Every `vllm serve` option of one vLLM release, keyed by its snake_case name."""
+    """Every `vllm serve` option of one vLLM release, keyed by its snake_case name, and its models."""
 
     version: str
     options: dict[str, Option]
+    models: dict[str, ModelTraits] = field(default_factory=dict)
+    mla_model_types: frozenset[str] = frozenset()
+    speculative_methods: tuple[str, ...] = ()
 
     def get(self, key: str) -> Option | None:
         """The option named `key`, or None."""
@@ -62,7 +82,14 @@ class Catalog:
 
 def catalog_from_dict(data: dict[str, Any]) -> Catalog:
     """A Catalog from the JSON document `scripts/gen_catalog.py` writes."""
-    return Catalog(data["vllm_version"], {k: _option(k, v) for k, v in data["options"].items()})
+    models = data.get("models", {})
+    return Catalog(
+        data["vllm_version"],
+        {k: _option(k, v) for k, v in data["options"].items()},
+        {arch: ModelTraits(**traits) for arch, traits in models.get("architectures", {}).items()},
+        frozenset(models.get("mla_model_types", ())),
+        tuple(models.get("speculative", {}).get("methods", ())),
+    )
 
 
 def _option(key: str, raw: dict[str, Any]) -> Option:

@@ -1,67 +1,171 @@
-"""What the launcher knows about the model: hybrid or not, and where that came from. Pure."""
+"""What the plan knows about the model: vLLM's own traits for its architecture, and whence. Pure.
+
+The architecture comes from the model's config.json; its traits from the release's catalog
+(generated from vLLM's model registry). `model.hybrid` in the spec is an override for a
+model whose config.json is not readable where the plan is made; when both are known and
+disagree, the catalog wins and the spec is refused.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-# Architectures vLLM builds as hybrid (IsHybrid) whose config.json shows no layer types.
-HYBRID_ARCHITECTURES = frozenset(
-    {
-        "BambaForCausalLM",
-        "FalconH1ForCausalLM",
-        "GraniteMoeHybridForCausalLM",
-        "JambaForCausalLM",
-        "KimiLinearForCausalLM",
-        "Lfm2ForCausalLM",
-        "Lfm2MoeForCausalLM",
-        "MiniMaxText01ForCausalLM",
-        "NemotronHForCausalLM",
-        "Plamo2ForCausalLM",
-        "Qwen3NextForCausalLM",
-        "Qwen3_5ForConditionalGeneration",
-        "Qwen3_5MoeForConditionalGeneration",
-        "Zamba2ForCausalLM",
-    }
-)
-HYBRID_LAYER_TYPES = frozenset({"linear_attention", "mamba", "mamba2", "conv", "linear"})
+from launcher.core.catalog import Catalog
+from launcher.errors import Problem
+
+# ModelConfig.is_hybrid: a hybrid architecture whose layer_types are all attention has no
+# mamba layer (granite-4.0-micro), and vLLM builds it as a plain decoder.
+ATTENTION_LAYERS = ("attention", "full_attention")
+# Where config.json keeps the number of MTP layers (SpeculativeConfig.hf_config_override).
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """Facts about the model that change the command, each with its source."""
+    """Facts about the model that change the command; None where the launcher cannot tell."""
 
-    hybrid: bool | None
     source: str
+    architecture: str | None = None
+    hybrid: bool | None = None  # ModelConfig.is_hybrid
+    attention_free: bool | None = None  # ModelConfig.is_attention_free
+    mamba: bool | None = None  # vLLM derives a mamba cache mode for it (mamba layers)
+    pooling: bool | None = None  # `--runner auto` resolves to pooling
+    encoder_decoder: bool | None = None
+    mla: bool | None = None  # ModelConfig.use_mla
+    mtp_layers: int | None = None
+    problems: tuple[Problem, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
-    def hybrid_text(self) -> str:
-        """'hybrid', 'not hybrid' or 'unknown', for the plan."""
-        return {True: "hybrid", False: "not hybrid", None: "unknown"}[self.hybrid]
+    def kind(self) -> str | None:
+        """hybrid, attention-free, encoder-decoder, decoder; None when not known."""
+        if self.hybrid:
+            return "hybrid"
+        if self.attention_free:
+            return "attention-free"
+        if self.encoder_decoder:
+            return "encoder-decoder"
+        if self.hybrid is False and self.attention_free is False and self.encoder_decoder is False:
+            return "decoder"
+        return None
+
+    @property
+    def text(self) -> str:
+        """One line for the plan: kind, architecture, MTP layers."""
+        text = f"{self.kind or 'kind unknown'} ({self.architecture or 'architecture unknown'})"
+        return text + (f", {self.mtp_layers} MTP layer(s)" if self.mtp_layers else "")
 
 
-def facts_from_config(config: dict[str, Any], source: str) -> ModelFacts:
-    """Read hybrid-ness the way vLLM's model registry would see it, from config.json."""
-    text = config.get("text_config")
-    sections = [config, text] if isinstance(text, dict) else [config]
-    archs = tuple(str(a) for a in config.get("architectures") or ())
-    hybrid = any(_section_is_hybrid(s) for s in sections) or bool(HYBRID_ARCHITECTURES & set(archs))
-    return ModelFacts(hybrid, source)
+def kind_facts(kind: str | None, source: str) -> ModelFacts:
+    """Facts for a model of a known kind (hybrid, decoder, attention-free, pooling) or None."""
+    if kind is None:
+        return ModelFacts(source)
+    return ModelFacts(
+        source,
+        hybrid=kind == "hybrid",
+        attention_free=kind == "attention-free",
+        mamba=kind in ("hybrid", "attention-free"),
+        pooling=kind == "pooling",
+        encoder_decoder=False,
+        mla=False,
+    )
 
 
-def _section_is_hybrid(section: dict[str, Any]) -> bool:
-    types = section.get("layer_types") or section.get("layers_block_type") or ()
-    if isinstance(types, list) and HYBRID_LAYER_TYPES & {str(t) for t in types}:
-        return True
-    return bool(section.get("hybrid_override_pattern"))
-
-
-def model_facts(declared: bool | None, config: Any, source: str) -> ModelFacts:
-    """Facts for the plan: the spec's `model.hybrid` wins, else the parsed config.json (None: unreadable)."""
-    if declared is not None:
-        return ModelFacts(declared, "model.hybrid in the spec")
-    if config is None:
-        return ModelFacts(None, f"{source} is not readable here")
+def model_facts(
+    declared: bool | None, config: Any, source: str, catalog: Catalog, sentence_transformers: bool = False
+) -> ModelFacts:
+    """Facts for the plan: config.json (None: unreadable) looked up in the catalog, and the override."""
     if not isinstance(config, dict):
-        return ModelFacts(None, f"{source} is not a JSON object")
-    return facts_from_config(config, source)
+        why = f"{source} is not readable here" if config is None else f"{source} is not a JSON object"
+        return _with_override(ModelFacts(why), declared, catalog)
+    return _with_override(
+        facts_from_config(config, source, catalog, sentence_transformers), declared, catalog
+    )
+
+
+def facts_from_config(
+    config: dict[str, Any], source: str, catalog: Catalog, sentence_transformers: bool = False
+) -> ModelFacts:
+    """What this release's vLLM makes of a config.json: its architecture's registry traits."""
+    text = config.get("text_config")
+    text = text if isinstance(text, dict) else config
+    archs = [str(a) for a in config.get("architectures") or ()]
+    arch = next((a for a in archs if a in catalog.models), None)
+    general = ModelFacts(
+        source,
+        arch or (archs[0] if archs else None),
+        encoder_decoder=bool(config.get("is_encoder_decoder") or text.get("is_encoder_decoder")),
+        mla=_mla(text, catalog),
+        mtp_layers=_mtp_layers(config, text),
+    )
+    if arch is None:
+        named = ", ".join(archs) or "no architectures"
+        note = (
+            f"model: {named} ({source}) is not in vLLM {catalog.version}'s model registry: "
+            "the plan cannot tell the model's kind"
+        )
+        return replace(general, pooling=True if sentence_transformers else None, notes=(note,))
+    traits = catalog.models[arch]
+    layer_types = config.get("layer_types")
+    attention_only = isinstance(layer_types, list) and all(t in ATTENTION_LAYERS for t in layer_types)
+    hybrid = traits.hybrid and not attention_only
+    return replace(
+        general,
+        hybrid=hybrid,
+        attention_free=traits.attention_free,
+        mamba=hybrid or traits.mamba_hook,
+        # ModelConfig._get_default_runner_type: sentence-transformers files, then the registry.
+        pooling=sentence_transformers or traits.pooling or (None if not traits.generate else False),
+    )
+
+
+def _with_override(facts: ModelFacts, declared: bool | None, catalog: Catalog) -> ModelFacts:
+    """Apply `model.hybrid`: it fills in an unknown architecture, and must agree with a known one."""
+    if declared is None:
+        return facts
+    if facts.hybrid is None:
+        # The override alone: true means a generative hybrid model, false says nothing more.
+        source = f"model.hybrid in the spec ({facts.source})"
+        facts = replace(
+            facts, notes=tuple(n.replace("cannot tell", "takes model.hybrid for") for n in facts.notes)
+        )
+        if declared:
+            return replace(
+                facts,
+                source=source,
+                hybrid=True,
+                attention_free=False,
+                mamba=True,
+                pooling=bool(facts.pooling),
+                encoder_decoder=False,
+            )
+        return replace(facts, source=source, hybrid=False)
+    if facts.hybrid == declared:
+        return facts
+    builds = "as hybrid" if facts.hybrid else "without mamba layers mixed with attention"
+    problem = Problem(
+        ("model", "hybrid"),
+        f"is {str(declared).lower()}, but vLLM {catalog.version} builds {facts.architecture} {builds} "
+        f"(its model registry, for {facts.source})",
+        "remove model.hybrid: the plan reads the architecture from config.json",
+    )
+    return replace(facts, problems=(problem,))
+
+
+def _mla(text: dict[str, Any], catalog: Catalog) -> bool:
+    """ModelConfig.use_mla for vLLM's own implementations (is_deepseek_mla)."""
+    if text.get("model_type") not in catalog.mla_model_types or text.get("is_causal") is False:
+        return False
+    if "compress_ratios" in text:  # the DeepSeek-V4 layout
+        return text.get("head_dim") is not None
+    return text.get("kv_lora_rank") is not None
+
+
+def _mtp_layers(config: dict[str, Any], text: dict[str, Any]) -> int | None:
+    for section in (config, text):
+        for key in MTP_KEYS:
+            value = section.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    return None

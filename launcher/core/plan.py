@@ -11,7 +11,7 @@ from launcher.core.argv import BadValue, option_args
 from launcher.core.catalog import Catalog, parse_version
 from launcher.core.model import ModelFacts
 from launcher.core.render import NodeCommand, render_nodes
-from launcher.core.rules import RULES, Inputs, RuleProblem
+from launcher.core.rules import RULES, Inputs, RuleProblem, Undecided
 from launcher.core.schema import suggest
 from launcher.core.spec import Spec
 from launcher.errors import Problem
@@ -94,8 +94,9 @@ class Plan:
 def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     """Decide every setting and render every node's command; PlanProblems lists what is wrong."""
     inputs = Inputs(spec, catalog, facts, parse_version(spec.vllm.version))
-    problems = check_serve_keys(spec, catalog)
+    problems = [*facts.problems, *check_serve_keys(spec, catalog)]
     derived, args, owned, notes = _apply_rules(inputs, problems)
+    notes[:0] = facts.notes
     args += _served_name(spec, catalog)
     for key, value in spec.serve.items():
         if key in owned or key in LAUNCHER_ONLY or key in SPEC_OWNED or key in SECRET_OPTIONS:
@@ -117,7 +118,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
         catalog.version,
         spec.vllm.runtime,
         render_nodes(spec, args),
-        (*_topology(spec, facts), *derived),
+        (*model_rows(facts, inputs.runner_type, catalog), *_topology(spec), *derived),
         tuple(notes),
     )
 
@@ -137,6 +138,8 @@ def _apply_rules(
             decision = rule.decide(inputs)
         except RuleProblem as exc:
             problems.append(exc.problem)
+            continue
+        except Undecided:
             continue
         args += decision.args
         flag = " ".join(decision.args) or None
@@ -187,13 +190,31 @@ def _served_name(spec: Spec, catalog: Catalog) -> list[str]:
     return [catalog.options["served_model_name"].flag, name] if name else []
 
 
-def _topology(spec: Spec, facts: ModelFacts) -> list[Derived]:
+def model_rows(facts: ModelFacts, runner: str | None, catalog: Catalog) -> list[Derived]:
+    """What the plan knows of the model; each known trait is a row the nodes' vLLM must confirm."""
+    registry = f"vLLM {catalog.version}'s model registry"
+    whence = f"{facts.source}, looked up in {registry}" if facts.kind else facts.source
+    rows = [Derived("model", facts.text, None, whence)]
+    traits = (
+        ("is_hybrid", facts.hybrid, "mamba or linear-attention layers mixed with attention (IsHybrid)"),
+        ("is_attention_free", facts.attention_free, "no attention layer at all (IsAttentionFree)"),
+        ("use_mla", facts.mla, "multi-head latent attention: the model type and kv_lora_rank"),
+    )
+    for setting, value, why in traits:
+        if value is not None:
+            rows.append(Derived(setting, value, None, f"{why} [{registry}; vllm/config/model.py]"))
+    if runner is not None:
+        why = "serve.runner / serve.convert, else the architecture (ModelConfig._get_runner_type)"
+        rows.append(Derived("runner_type", runner, None, why))
+    return rows
+
+
+def _topology(spec: Spec) -> list[Derived]:
     n = len(spec.nodes)
     env = "VLLM_HOST_IP, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (
         ", NCCL_IB_HCA" if any(x.hca for x in spec.nodes) else ""
     )
     return [
-        Derived("model.hybrid", facts.hybrid_text, None, f"from {facts.source}"),
         Derived(
             "node_rank",
             f"0..{n - 1}",

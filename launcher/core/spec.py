@@ -56,7 +56,9 @@ class ModelSection:
     path: str = doc("absolute path of the model directory, the same on every node")
     served_name: str | None = doc("name the API serves the model as", default=None)
     hybrid: bool | None = doc(
-        "true for models mixing mamba/linear attention with attention; read from config.json when unset",
+        "optional override: true for a generative model mixing mamba/linear attention with "
+        "attention, when its config.json is not readable where you plan (the plan otherwise "
+        "looks its architecture up in vLLM's own registry; a contradiction is an error)",
         default=None,
     )
 

@@ -36,6 +36,9 @@ AGREE = {
     "master_port": "--master-port",
     "distributed_executor_backend": "--distributed-executor-backend",
     "is_hybrid": "model.path",
+    "is_attention_free": "model.path",
+    "use_mla": "model.path",
+    "runner_type": "--runner",
 }
 
 
@@ -56,12 +59,26 @@ def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, dict[str, An
         ]
     for key, flag in AGREE.items():
         values = {n: r.get(key) for n, r in resolved.items()}
+        lacking = sorted(n for n, r in resolved.items() if key not in r or _lacks(r, key))
+        if lacking:
+            hint = (
+                f"the probe cannot read {key} from the vLLM on {', '.join(lacking)}: the probe and "
+                "that release are out of step, so whether the nodes agree is unknown"
+            )
+            shown = {n: "(not reported)" if n in lacking else v for n, v in values.items()}
+            rows.append(Row("probe", key, shown, False, hint))
+            continue
         pin = flag if flag.startswith("--") else f"the same {flag}"
         if key == "mamba_cache_mode" and not catalog.is_live("mamba_cache_mode"):
             pin = "--enable-prefix-caching (the mode follows it)"
         hint = f"the nodes' vLLM derive different {key} (or not the planned one): pin it with {pin}"
         rows.append(same("probe", key, values, hint, expected=_planned(planned.get(key))))
     return rows
+
+
+def _lacks(resolved: Mapping[str, Any], key: str) -> bool:
+    """True when the probe said this vLLM has no field for `key` (see probe.resolve)."""
+    return key in resolved.get("missing", ())
 
 
 def _planned(value: Any) -> Any:

@@ -26,6 +26,10 @@ class RuleProblem(Exception):
         self.problem = Problem(path, message, hint)
 
 
+class Undecided(Exception):
+    """A rule depends on a setting refused earlier: that problem is reported already."""
+
+
 @dataclass
 class Inputs:
     """What rules decide from: the spec, the catalog, the model, earlier decisions."""
@@ -36,14 +40,31 @@ class Inputs:
     version: tuple[int, ...]
     resolved: dict[str, Any] = field(default_factory=dict)
 
+    def decided(self, key: str) -> Any:
+        """The value an earlier rule decided for `key`; Undecided when it was refused."""
+        if key not in self.resolved:
+            raise Undecided(key)
+        return self.resolved[key]
+
     def explicit(self, key: str) -> Any:
         """The spec's own `serve` value for `key`, or None."""
         return self.spec.serve.get(key)
 
     @property
-    def pooling(self) -> bool:
-        """True when the spec asks for a pooling runner (vLLM's defaults differ there)."""
-        return self.spec.serve.get("runner") == "pooling" or "convert" in self.spec.serve
+    def runner_type(self) -> str | None:
+        """The runner vLLM resolves (ModelConfig._get_runner_type); None when the plan cannot tell."""
+        runner = self.spec.serve.get("runner", "auto")
+        if runner != "auto":
+            return str(runner)
+        if self.spec.serve.get("convert", "auto") not in ("auto", "none"):
+            return "pooling"
+        return None if self.facts.pooling is None else ("pooling" if self.facts.pooling else "generate")
+
+    @property
+    def pooling(self) -> bool | None:
+        """True when vLLM runs the model as a pooling model (its defaults differ there); None: unknown."""
+        runner = self.runner_type
+        return None if runner is None else runner == "pooling"
 
 
 @dataclass(frozen=True)

@@ -1,40 +1,94 @@
-"""Derived settings of the KV cache: prefix caching, mamba cache mode, chunked prefill, block size."""
+"""Derived settings of the KV cache: prefix caching, mamba cache mode, chunked prefill, block size.
+
+Left unset, a setting is pinned to the value the release's vLLM would choose by itself for
+the model's kind (vllm/config/model.py: is_prefix_caching_supported,
+is_chunked_prefill_supported); where that choice depends on what the plan cannot see,
+the spec must write the value out.
+"""
 
 from __future__ import annotations
 
 from launcher.core.rules.base import Decision, Inputs, RuleProblem, bool_args
 
+POOLER = (
+    "vLLM's default for a pooling model depends on its pooler (the pooling type, and whether "
+    "the attention is causal); write true or false"
+)
+
+DEVICE = (
+    "vLLM's choice for an MLA model depends on the device: its CPU platform turns chunked "
+    "prefill and prefix caching off (cpu.py, unless the CPU has AMX), a GPU keeps the model's "
+    "default; write true or false"
+)
+
+
+def _unknown_kind(inputs: Inputs) -> str:
+    return (
+        f"the plan cannot tell the model's kind ({inputs.facts.source}), and vLLM's default "
+        "depends on it; write true or false, or plan where the model's config.json is readable"
+    )
+
+
+def default_prefix_caching(inputs: Inputs) -> bool | str:
+    """vLLM's own choice when unset, or (a str) why the plan cannot know it."""
+    if inputs.pooling:
+        return POOLER
+    if inputs.facts.mla:
+        return DEVICE
+    kind = inputs.facts.kind
+    if inputs.pooling is None or kind is None:
+        return _unknown_kind(inputs)
+    # Attention-free and encoder-decoder models: off ("still experimental"); the rest: on.
+    return kind in ("hybrid", "decoder")
+
+
+def default_chunked_prefill(inputs: Inputs) -> bool | str:
+    """vLLM's own choice when unset, or (a str) why the plan cannot know it."""
+    if inputs.pooling:
+        return POOLER
+    if inputs.facts.mla:
+        return DEVICE
+    if inputs.pooling is None or inputs.facts.encoder_decoder is None:
+        return _unknown_kind(inputs)
+    return not inputs.facts.encoder_decoder
+
+
+def _explicit_bool(inputs: Inputs, key: str, default: bool | str) -> bool:
+    value = inputs.explicit(key)
+    if value is None:
+        if isinstance(default, str):
+            what = {True: "for a pooling model", False: "for this model"}[bool(inputs.pooling)]
+            what = "for an MLA model" if inputs.facts.mla and not inputs.pooling else what
+            raise RuleProblem(key, f"must be set explicitly {what}", default)
+        value = default
+    if not isinstance(value, bool):
+        raise RuleProblem(key, f"expected true or false, got {value!r}")
+    return value
+
 
 def prefix_caching(inputs: Inputs) -> Decision:
     """Pinned either way: unset, each node would derive it from its own model config."""
-    option = inputs.catalog.options["enable_prefix_caching"]
-    explicit = inputs.explicit("enable_prefix_caching")
-    if explicit is None:
-        if inputs.pooling:
-            raise RuleProblem(
-                "enable_prefix_caching",
-                "must be set explicitly for a pooling model",
-                "vLLM's default depends on the pooler; write true or false",
-            )
-        explicit = True
-    if not isinstance(explicit, bool):
-        raise RuleProblem("enable_prefix_caching", f"expected true or false, got {explicit!r}")
-    inputs.resolved["enable_prefix_caching"] = explicit
-    return Decision(explicit, bool_args(option, explicit))
+    value = _explicit_bool(inputs, "enable_prefix_caching", default_prefix_caching(inputs))
+    inputs.resolved["enable_prefix_caching"] = value
+    return Decision(value, bool_args(inputs.catalog.options["enable_prefix_caching"], value))
 
 
 def _mode_for(inputs: Inputs) -> str:
-    return "align" if inputs.resolved["enable_prefix_caching"] else "none"
+    return "align" if inputs.decided("enable_prefix_caching") else "none"
+
+
+def _if_mamba(inputs: Inputs, mode: str) -> str:
+    """The mode, said as conditional when the plan cannot tell whether the model has mamba layers."""
+    return mode if inputs.facts.mamba else f"{mode} if the model has mamba layers"
+
+
+def _keeps(explicit: str) -> str:
+    """The hint for a mode vLLM would change: the prefix caching under which it holds."""
+    return f"remove mamba_cache_mode, or set enable_prefix_caching: {str(explicit == 'align').lower()}"
 
 
 def mamba_mode_flag(inputs: Inputs) -> Decision:
     """<= 0.32: the flag is live; pin the mode vLLM would set, refuse one it would change."""
-    if inputs.facts.hybrid is None:
-        raise RuleProblem(
-            ("model", "hybrid"),
-            "cannot tell whether the model is hybrid, and the command differs (--mamba-cache-mode)",
-            f"set model.hybrid: true or false ({inputs.facts.source})",
-        )
     mode = _mode_for(inputs)
     explicit = inputs.explicit("mamba_cache_mode")
     option = inputs.catalog.options["mamba_cache_mode"]
@@ -45,14 +99,18 @@ def mamba_mode_flag(inputs: Inputs) -> Decision:
             f"choices: {', '.join(option.choices)}",
         )
     if explicit is not None and explicit != mode:
-        pc = "on" if inputs.resolved["enable_prefix_caching"] else "off"
+        pc = "on" if inputs.decided("enable_prefix_caching") else "off"
         raise RuleProblem(
             "mamba_cache_mode",
             f"{explicit!r} cannot take effect: with prefix caching {pc} "
             f"vLLM turns it into {mode!r} (MambaModelConfig.verify_and_update_config)",
-            f"remove mamba_cache_mode, or set enable_prefix_caching: {str(mode == 'align').lower()}",
+            _keeps(str(explicit)),
         )
     inputs.resolved["mamba_cache_mode"] = mode
+    if not inputs.facts.mamba:
+        # Unknown model: identical flags make every node derive the same mode anyway.
+        args = (f"{option.flag}={explicit}",) if explicit else ()
+        return Decision(_if_mamba(inputs, mode), args)
     return Decision(mode, (f"{option.flag}={mode}",))
 
 
@@ -66,52 +124,42 @@ def mamba_mode_implied(inputs: Inputs) -> Decision:
             "mamba_cache_mode",
             f"{explicit!r} contradicts prefix caching: in vLLM "
             f"{inputs.catalog.version} the mode follows --enable-prefix-caching, so it is {mode!r}",
-            "remove mamba_cache_mode and set enable_prefix_caching instead",
+            _keeps(str(explicit)),
         )
     if explicit is not None:
         note = (
             f"serve.mamba_cache_mode dropped: a deprecated no-op in vLLM {inputs.catalog.version} (it agrees)"
         )
-    if inputs.facts.hybrid is None:
-        mode = f"{mode} if the model is hybrid"
     inputs.resolved["mamba_cache_mode"] = mode
-    return Decision(mode, (), note)
+    return Decision(_if_mamba(inputs, mode), (), note)
 
 
-def hybrid_or_unknown(inputs: Inputs) -> bool:
-    """True unless the model is known not to be hybrid."""
-    return inputs.facts.hybrid is not False
+def mamba_or_unknown(inputs: Inputs) -> bool:
+    """True unless the model is known to have no mamba layers (hybrid or attention-free)."""
+    return inputs.facts.mamba is not False
 
 
 def chunked_prefill(inputs: Inputs) -> Decision:
-    """Pinned either way; a hybrid model with prefix caching cannot have it off."""
+    """Pinned either way; a mamba model with prefix caching cannot have it off."""
     option = inputs.catalog.options["enable_chunked_prefill"]
     explicit = inputs.explicit("enable_chunked_prefill")
-    needs = inputs.facts.hybrid is not False and inputs.resolved["enable_prefix_caching"]
-    if explicit is False and needs:
+    if explicit is False and inputs.facts.mamba is not False and inputs.decided("enable_prefix_caching"):
+        which = (
+            "a model with mamba layers" if inputs.facts.mamba else "a model with mamba layers (if it is one)"
+        )
         raise RuleProblem(
             "enable_chunked_prefill",
-            "a hybrid model with prefix caching needs chunked "
-            "prefill (mamba cache mode align); vLLM asserts it",
+            f"{which} with prefix caching needs chunked prefill (mamba cache mode align); vLLM asserts it",
             "remove enable_chunked_prefill, or turn prefix caching off",
         )
-    if explicit is None:
-        if inputs.pooling:
-            raise RuleProblem(
-                "enable_chunked_prefill",
-                "must be set explicitly for a pooling model",
-                "vLLM's default depends on the pooler; write true or false",
-            )
-        explicit = True
-    if not isinstance(explicit, bool):
-        raise RuleProblem("enable_chunked_prefill", f"expected true or false, got {explicit!r}")
-    return Decision(explicit, bool_args(option, explicit))
+    value = _explicit_bool(inputs, "enable_chunked_prefill", default_chunked_prefill(inputs))
+    return Decision(value, bool_args(option, value))
 
 
 def mamba_block_size(inputs: Inputs) -> Decision:
     """Only meaningful in align mode; vLLM refuses it without prefix caching."""
     value = inputs.explicit("mamba_block_size")
-    if not inputs.resolved["enable_prefix_caching"]:
+    if not inputs.decided("enable_prefix_caching"):
         raise RuleProblem(
             "mamba_block_size",
             "vLLM refuses --mamba-block-size without prefix caching",

@@ -64,7 +64,8 @@ RULES: tuple[Rule, ...] = (
         "",
         caching.prefix_caching,
         "unset, each node derives it from its own model config (is_prefix_caching_supported: on "
-        "for generative and hybrid models); pinned so every node agrees",
+        "for generative decoder and hybrid models, off for attention-free and encoder-decoder "
+        "ones); pinned to that choice so every node agrees",
         "vllm/engine/arg_utils.py (_set_default_chunked_prefill_and_prefix_caching_args)",
         owns=("enable_prefix_caching",),
     ),
@@ -72,11 +73,12 @@ RULES: tuple[Rule, ...] = (
         "mamba_cache_mode",
         "<0.33",
         caching.mamba_mode_flag,
-        "hybrid model: prefix caching on means 'align', off means 'none'; a node that derives "
-        "the other mode gets a different KV cache spec and the engine dies at start-up",
+        "model with mamba layers (hybrid or attention-free): prefix caching on means 'align', "
+        "off means 'none'; a node that derives the other mode gets a different KV cache spec "
+        "and the engine dies at start-up",
         "vllm/model_executor/models/config.py (MambaModelConfig.verify_and_update_config)",
         owns=("mamba_cache_mode",),
-        when=caching.hybrid_or_unknown,
+        when=caching.mamba_or_unknown,
     ),
     Rule(
         "mamba_cache_mode",
@@ -86,13 +88,14 @@ RULES: tuple[Rule, ...] = (
         "shown so the plan says what each node will run",
         "vllm/model_executor/models/config.py (MambaModelConfig.verify_and_update_config)",
         owns=("mamba_cache_mode",),
-        when=caching.hybrid_or_unknown,
+        when=caching.mamba_or_unknown,
     ),
     Rule(
         "enable_chunked_prefill",
         "",
         caching.chunked_prefill,
-        "unset, each node derives it from its model config; align mode requires it",
+        "unset, each node derives it from its model config (is_chunked_prefill_supported: on "
+        "but for encoder-decoder models); align mode requires it",
         "vllm/engine/arg_utils.py (_set_default_chunked_prefill_and_prefix_caching_args)",
         owns=("enable_chunked_prefill",),
     ),
@@ -100,17 +103,17 @@ RULES: tuple[Rule, ...] = (
         "mamba_block_size",
         "",
         caching.mamba_block_size,
-        "hybrid model: only meaningful with prefix caching (align mode)",
+        "model with mamba layers: only meaningful with prefix caching (align mode)",
         "vllm/config/vllm.py (validate_mamba_block_size)",
         owns=("mamba_block_size",),
-        when=lambda i: i.explicit("mamba_block_size") is not None and i.facts.hybrid is not False,
+        when=lambda i: i.explicit("mamba_block_size") is not None and i.facts.mamba is not False,
     ),
     Rule(
         "num_speculative_tokens",
         "",
         speculative.speculative,
-        "speculative decoding: the number of tokens changes the mamba state shapes, so it is "
-        "written out rather than derived per node from the model",
+        "speculative decoding: the number of tokens changes the mamba state shapes; written "
+        "out (vLLM refuses a config without it unless it names a draft model with n_predict)",
         "vllm/config/speculative.py (num_speculative_tokens)",
         owns=("speculative_config",),
         when=lambda i: i.explicit("speculative_config") is not None,

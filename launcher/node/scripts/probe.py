@@ -63,8 +63,24 @@ def vllm_version() -> str:
         return "unknown"
 
 
+# Shown as text: enums and dtypes.
+AS_TEXT = {
+    "cache_dtype",
+    "mamba_cache_dtype",
+    "mamba_ssm_cache_dtype",
+    "dtype",
+    "compilation_mode",
+    "cudagraph_mode",
+    "distributed_executor_backend",
+}
+
+
 def resolve(args: argparse.Namespace) -> dict[str, Any]:
-    """The config values every node must agree on, as this node's vLLM derives them."""
+    """The config values every node must agree on, as this node's vLLM derives them.
+
+    `missing` names the values this vLLM has no field for: the launcher treats them as
+    unknown on that node, so a renamed field cannot pass for an agreeing one.
+    """
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.usage.usage_lib import UsageContext
 
@@ -78,36 +94,48 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         config.parallel_config,
         config.model_config,
     )
-    spec = config.speculative_config
     comp = config.compilation_config
-    values = {
-        "enable_prefix_caching": cache.enable_prefix_caching,
-        "mamba_cache_mode": getattr(cache, "mamba_cache_mode", None),
-        "mamba_block_size": getattr(cache, "mamba_block_size", None),
-        "block_size": cache.block_size,
-        "cache_dtype": str(cache.cache_dtype),
-        "mamba_cache_dtype": str(getattr(cache, "mamba_cache_dtype", None)),
-        "mamba_ssm_cache_dtype": str(getattr(cache, "mamba_ssm_cache_dtype", None)),
-        "enable_chunked_prefill": sched.enable_chunked_prefill,
-        "max_num_seqs": sched.max_num_seqs,
-        "max_num_batched_tokens": sched.max_num_batched_tokens,
-        "async_scheduling": getattr(sched, "async_scheduling", None),
-        "num_speculative_tokens": spec.num_speculative_tokens if spec else 0,
-        "dtype": str(model.dtype),
-        "max_model_len": model.max_model_len,
-        "is_hybrid": model.is_hybrid,
-        "enforce_eager": model.enforce_eager,
-        "compilation_mode": str(getattr(comp, "mode", getattr(comp, "level", None))),
-        "cudagraph_mode": str(getattr(comp, "cudagraph_mode", None)),
-        "tensor_parallel_size": par.tensor_parallel_size,
-        "pipeline_parallel_size": par.pipeline_parallel_size,
-        "data_parallel_size": par.data_parallel_size,
-        "nnodes": getattr(par, "nnodes", None),
-        "node_rank": getattr(par, "node_rank", None),
-        "master_addr": getattr(par, "master_addr", None),
-        "master_port": getattr(par, "master_port", None),
-        "distributed_executor_backend": str(par.distributed_executor_backend),
+    fields: dict[str, tuple[Any, ...]] = {
+        "enable_prefix_caching": (cache, "enable_prefix_caching"),
+        "mamba_cache_mode": (cache, "mamba_cache_mode"),
+        "mamba_block_size": (cache, "mamba_block_size"),
+        "block_size": (cache, "block_size"),
+        "cache_dtype": (cache, "cache_dtype"),
+        "mamba_cache_dtype": (cache, "mamba_cache_dtype"),
+        "mamba_ssm_cache_dtype": (cache, "mamba_ssm_cache_dtype"),
+        "enable_chunked_prefill": (sched, "enable_chunked_prefill"),
+        "max_num_seqs": (sched, "max_num_seqs"),
+        "max_num_batched_tokens": (sched, "max_num_batched_tokens"),
+        "async_scheduling": (sched, "async_scheduling"),
+        "dtype": (model, "dtype"),
+        "max_model_len": (model, "max_model_len"),
+        "is_hybrid": (model, "is_hybrid"),
+        "is_attention_free": (model, "is_attention_free"),
+        "use_mla": (model, "use_mla"),
+        "runner_type": (model, "runner_type"),
+        "enforce_eager": (model, "enforce_eager"),
+        "compilation_mode": (comp, "mode", "level"),  # `level` before the rename
+        "cudagraph_mode": (comp, "cudagraph_mode"),
+        "tensor_parallel_size": (par, "tensor_parallel_size"),
+        "pipeline_parallel_size": (par, "pipeline_parallel_size"),
+        "data_parallel_size": (par, "data_parallel_size"),
+        "nnodes": (par, "nnodes"),
+        "node_rank": (par, "node_rank"),
+        "master_addr": (par, "master_addr"),
+        "master_port": (par, "master_port"),
+        "distributed_executor_backend": (par, "distributed_executor_backend"),
     }
+    values: dict[str, Any] = {"missing": []}
+    for key, (obj, *names) in fields.items():
+        found = next((n for n in names if hasattr(obj, n)), None)
+        if found is None:
+            values["missing"].append(key)
+            values[key] = None
+        else:
+            value = getattr(obj, found)
+            values[key] = str(value) if key in AS_TEXT else value
+    spec = config.speculative_config
+    values["num_speculative_tokens"] = spec.num_speculative_tokens if spec else 0
     try:
         values["config_hash"] = config.compute_hash()
     except Exception as exc:  # a release whose hash needs more than the config
