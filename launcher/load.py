@@ -11,31 +11,36 @@ from launcher.core.catalog import Catalog
 from launcher.core.model import ModelFacts, model_facts
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.spec import Spec, validate_spec
-from launcher.core.yamlsource import Document, load_document
-from launcher.errors import Problem, SparkLaunchError
+from launcher.core.spec_checks import release_problem
+from launcher.core.yamlsource import MAX_BYTES, Document, decode, load_document
+from launcher.errors import Problem, SparkLaunchError, one_line
+
+MAX_CONFIG = 16 << 20  # a model's config.json is a few KiB; a larger one is not read whole
 
 
 def read_document(path: str | Path) -> Document:
-    """Read a spec file as YAML; a SparkLaunchError when it cannot be read."""
+    """Read a spec file as YAML; a SparkLaunchError when it cannot be read, a SpecError when bad."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+        with Path(path).open("rb") as f:
+            data = f.read(MAX_BYTES + 1)  # no more: /dev/zero is a path too
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise SparkLaunchError(
-            f"cannot read spec {path}: {exc.strerror or exc}",
+            f"cannot read spec {one_line(str(path))}: {getattr(exc, 'strerror', None) or exc}",
             "give the path of a deployment YAML, e.g. configs/demo.yaml",
         ) from None
-    except UnicodeDecodeError:
-        raise SparkLaunchError(f"spec {path} is not UTF-8 text") from None
-    return load_document(text, str(path))
+    return load_document(decode(data, str(path)), str(path))
 
 
 def catalog_for(spec: Spec) -> Catalog:
     """The flag catalog the spec's vLLM release uses; PlanProblems when there is none."""
+    key = "flags_from" if spec.vllm.flags_from else "version"
     version = spec.vllm.flags_from or spec.vllm.version
+    malformed = release_problem(("vllm", key), version)
+    if malformed:  # checked before the known list: such a text never names a file
+        raise PlanProblems([malformed])
     try:
         return load_catalog(version)
     except SparkLaunchError as exc:
-        key = "flags_from" if spec.vllm.flags_from else "version"
         raise PlanProblems(
             [
                 Problem(
@@ -53,8 +58,10 @@ def read_model_facts(spec: Spec) -> ModelFacts:
     config: Any = None
     if spec.model.hybrid is None:
         try:
-            config = json.loads(config_file.read_text())
-        except (OSError, ValueError):
+            if config_file.is_file():  # not a FIFO or a device: those would block or never end
+                with config_file.open("rb") as f:
+                    config = json.loads(f.read(MAX_CONFIG + 1))
+        except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
             config = None
     return model_facts(spec.model.hybrid, config, str(config_file))
 
@@ -69,5 +76,5 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
         except PlanProblems as exc:
             problems += exc.problems
     if problems or spec is None:
-        raise document.error(problems)
+        raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
     return spec, plan

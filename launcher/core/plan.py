@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.argv import BadValue, option_args
+from launcher.core.argv import BadValue, check_value, option_args
 from launcher.core.catalog import Catalog, parse_version
 from launcher.core.model import ModelFacts
 from launcher.core.render import NodeCommand, render_nodes
-from launcher.core.rules import RULES, Inputs, RuleProblem
+from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
 from launcher.core.schema import suggest
 from launcher.core.spec import Spec
+from launcher.core.spec_checks import NO_NODES, release_problem
 from launcher.errors import Problem
 
 # serve keys the launcher sets per node, or from elsewhere in the spec.
@@ -29,6 +31,9 @@ LAUNCHER_ONLY = (
 SPEC_OWNED = {"model": "model.path", "model_tag": "model.path", "served_model_name": "model.served_name"}
 # Options whose value is a secret: on the command line it would show in `ps` and logs.
 SECRET_OPTIONS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
+
+
+RULE_OWNED = frozenset(key for rule in RULES for key in rule.owns)
 
 
 class PlanProblems(Exception):
@@ -93,20 +98,22 @@ class Plan:
 
 def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     """Decide every setting and render every node's command; PlanProblems lists what is wrong."""
-    inputs = Inputs(spec, catalog, facts, parse_version(spec.vllm.version))
+    _plannable(spec)
     problems = check_serve_keys(spec, catalog)
-    derived, args, owned, notes = _apply_rules(inputs, problems)
+    refused = _check_serve_values(spec, catalog, problems)
+    # Rules never see a value the catalog's types refused: each is reported once, there.
+    kept = {k: v for k, v in spec.serve.items() if k not in refused}
+    inputs = Inputs(dataclasses.replace(spec, serve=kept), catalog, facts, parse_version(spec.vllm.version))
+    derived, args, owned, notes = _apply_rules(inputs, problems, refused)
     args += _served_name(spec, catalog)
-    for key, value in spec.serve.items():
-        if key in owned or key in LAUNCHER_ONLY or key in SPEC_OWNED or key in SECRET_OPTIONS:
-            continue
+    for key, value in kept.items():
         option = catalog.get(key)
-        if option is None:
+        if key in owned or _not_rendered(key) or option is None:
             continue
         try:
             args += option_args(option, value)
         except BadValue as exc:
-            problems.append(Problem(("serve", key), str(exc)))
+            problems.append(Problem(("serve", key), str(exc), exc.hint))
         if option.deprecated:
             notes.append(f"serve.{key}: {option.deprecated}")
     if problems:
@@ -122,8 +129,37 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     )
 
 
+def _plannable(spec: Spec) -> None:
+    """What planning itself needs (the spec checks report the same): nodes, a release number."""
+    problems = [] if spec.nodes else [NO_NODES]
+    version = release_problem(("vllm", "version"), spec.vllm.version)
+    problems += [version] if version else []
+    if problems:
+        raise PlanProblems(problems)
+
+
+def _not_rendered(key: str) -> bool:
+    return key in LAUNCHER_ONLY or key in SPEC_OWNED or key in SECRET_OPTIONS
+
+
+def _check_serve_values(spec: Spec, catalog: Catalog, problems: list[Problem]) -> set[str]:
+    """Every serve value against its option's type and range; the keys refused."""
+    refused = set()
+    for key, value in spec.serve.items():
+        option = catalog.get(key)
+        if option is None or _not_rendered(key):
+            continue
+        try:
+            # A rule that renders the key says itself why a value is not a choice, with more context.
+            check_value(option, value, choices=key not in RULE_OWNED)
+        except BadValue as exc:
+            problems.append(Problem(("serve", key), str(exc), exc.hint))
+            refused.add(key)
+    return refused
+
+
 def _apply_rules(
-    inputs: Inputs, problems: list[Problem]
+    inputs: Inputs, problems: list[Problem], refused: set[str]
 ) -> tuple[list[Derived], list[str], set[str], list[str]]:
     derived: list[Derived] = []
     args: list[str] = []
@@ -136,7 +172,10 @@ def _apply_rules(
         try:
             decision = rule.decide(inputs)
         except RuleProblem as exc:
-            problems.append(exc.problem)
+            if exc.problem.path not in {("serve", key) for key in refused}:
+                problems.append(exc.problem)
+            continue
+        except Unresolved:  # it needs a setting whose rule refused the spec, said above
             continue
         args += decision.args
         flag = " ".join(decision.args) or None

@@ -26,6 +26,17 @@ class RuleProblem(Exception):
         self.problem = Problem(path, message, hint)
 
 
+class Unresolved(Exception):
+    """A rule reads a setting an earlier rule could not decide: its problem is already reported."""
+
+
+class Resolved(dict[str, Any]):
+    """The settings decided so far; reading one that is not (its rule refused the spec) skips the reader."""
+
+    def __missing__(self, key: str) -> Any:
+        raise Unresolved(key)
+
+
 @dataclass
 class Inputs:
     """What rules decide from: the spec, the catalog, the model, earlier decisions."""
@@ -34,7 +45,7 @@ class Inputs:
     catalog: Catalog
     facts: ModelFacts
     version: tuple[int, ...]
-    resolved: dict[str, Any] = field(default_factory=dict)
+    resolved: dict[str, Any] = field(default_factory=Resolved)
 
     def explicit(self, key: str) -> Any:
         """The spec's own `serve` value for `key`, or None."""

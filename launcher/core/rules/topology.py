@@ -36,8 +36,9 @@ def port_setting(key: str, default: int) -> Callable[[Inputs], Decision]:
 def parallel(inputs: Inputs) -> Decision:
     """tensor x pipeline x data parallel must equal the GPUs of all nodes, equal per node."""
     nodes = inputs.spec.nodes
+    # Unset means 1; a falsy value written (0, false, "", []) is refused, never read as 1.
     sizes = {
-        k: inputs.explicit(k) or 1
+        k: 1 if inputs.explicit(k) is None else inputs.explicit(k)
         for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
     }
     for key, value in sizes.items():
