@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 SPEC   ?= configs/demo.yaml
 
 .PHONY: install system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
-        golden bench testbed testbed-down demo demo-down up down status logs verify check
+        golden bench fuzz testbed testbed-down demo demo-down up down status logs verify check
 
 install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
 $(BIN)/spark-launch: pyproject.toml
@@ -49,6 +49,9 @@ golden: install                                     ## rewrite golden plans afte
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py
+
+fuzz: install                                       ## 5,000 generated hostile specs: promises, time, memory
+	$(BIN)/python bench/fuzz_specs.py --count 5000
 
 testbed: install system-deps                        ## the two-node test bed (root)
 	$(BIN)/python -m testbed up

@@ -175,7 +175,7 @@ def _apply_rules(
             if exc.problem.path not in {("serve", key) for key in refused}:
                 problems.append(exc.problem)
             continue
-        except Unresolved:  # it needs a setting whose rule refused the spec, said above
+        except Unresolved:  # it needs what was refused earlier; that problem is reported already
             continue
         args += decision.args
         flag = " ".join(decision.args) or None

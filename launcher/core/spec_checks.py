@@ -161,7 +161,7 @@ def _check_node(i: int, node: Node) -> list[Problem]:
         )
     problems += _check_address((*where, "address"), node.address)
     target = SSH_TARGET.match(node.ssh)
-    if not target or not 0 < int(target.group(1) or 22) < 65536:
+    if not target or not node.ssh.isprintable() or not 0 < int(target.group(1) or 22) < 65536:
         problems.append(
             Problem(
                 (*where, "ssh"),

@@ -67,7 +67,7 @@ def decode(data: bytes, filename: str) -> str:
     """The text of a spec file's bytes; a SpecError when it is too large or not UTF-8."""
     try:
         if len(data) > MAX_BYTES:
-            raise _Refused((), 1, f"the file has {len(data)} bytes; a spec may have {MAX_BYTES}")
+            raise _Refused((), 1, f"the file is larger than {MAX_BYTES >> 20} MiB; a spec is a few KiB")
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
@@ -91,7 +91,8 @@ def load_document(text: str, filename: str) -> Document:
         raise exc.located(filename) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
+        # At the end of a file without a final line break, the mark is one line past it.
+        line = min(mark.line + 1, len(text.splitlines()) or 1) if mark else 1
         raise SpecError(filename, [Problem((), f"not valid YAML: {exc.problem}")], {(): line}) from None
     except (yaml.YAMLError, RecursionError) as exc:  # the pure-Python parser's own limits
         raise SpecError(filename, [Problem((), f"not valid YAML: {exc}")], {(): 1}) from None
@@ -122,7 +123,9 @@ def _parse(text: str) -> tuple[yaml.Node | None, Any]:
         _measure(node, (), 0, {}, set())
         try:
             return node, loader.construct_document(node)
-        except (ValueError, TypeError, ArithmeticError) as exc:
+        except yaml.MarkedYAMLError:
+            raise
+        except Exception as exc:  # PyYAML's constructors fail in many ways on an explicit tag (!!bool 2)
             raise _unconstructible(node, exc) from None
     finally:
         loader.dispose()
@@ -200,7 +203,7 @@ def _unconstructible(root: yaml.Node, exc: Exception) -> _Refused:
         if isinstance(node, yaml.ScalarNode):
             try:
                 SafeConstructor().construct_object(node)
-            except (ValueError, TypeError, ArithmeticError) as error:
+            except Exception as error:  # as above; a MarkedYAMLError names its own line anyway
                 kind = _TAG_NAMES.get(node.tag, node.tag)
                 return _Refused(
                     path,

@@ -27,7 +27,7 @@ class RuleProblem(Exception):
 
 
 class Unresolved(Exception):
-    """A rule reads a setting an earlier rule could not decide: its problem is already reported."""
+    """A rule needs what an earlier rule or the spec checks refused: that problem is reported already."""
 
 
 class Resolved(dict[str, Any]):
