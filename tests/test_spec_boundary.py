@@ -137,6 +137,11 @@ def test_dates_sets_and_binary_never_become_json_arguments(tmp_path: Path) -> No
             {"serve.enable_prefix_caching": "yes"},
             "s.yaml:20: serve.enable_prefix_caching: expected true or false, got 'yes'",
         ),
+        # Not read as unset (prefix caching on), which would refuse mamba_cache_mode: none too.
+        (
+            {"serve.enable_prefix_caching": "no", "serve.mamba_cache_mode": "none"},
+            "s.yaml:20: serve.enable_prefix_caching: expected true or false, got 'no'",
+        ),
     ],
 )
 def test_a_value_one_rule_refuses_is_reported_once_and_read_by_no_later_rule(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ SPEC_OWNED = {"model": "model.path", "model_tag": "model.path", "served_model_na
 SECRET_OPTIONS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
 
+# serve keys a rule renders itself, where it applies.
 RULE_OWNED = frozenset(key for rule in RULES for key in rule.owns)
 
 
@@ -101,14 +101,13 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     _plannable(spec)
     problems = check_serve_keys(spec, catalog)
     refused = _check_serve_values(spec, catalog, problems)
-    # Rules never see a value the catalog's types refused: each is reported once, there.
-    kept = {k: v for k, v in spec.serve.items() if k not in refused}
-    inputs = Inputs(dataclasses.replace(spec, serve=kept), catalog, facts, parse_version(spec.vllm.version))
-    derived, args, owned, notes = _apply_rules(inputs, problems, refused)
+    # A rule reading a refused value is skipped: each value is reported once, where refused.
+    inputs = Inputs(spec, catalog, facts, parse_version(spec.vllm.version), refused=frozenset(refused))
+    derived, args, owned, notes = _apply_rules(inputs, problems)
     args += _served_name(spec, catalog)
-    for key, value in kept.items():
+    for key, value in spec.serve.items():
         option = catalog.get(key)
-        if key in owned or _not_rendered(key) or option is None:
+        if key in owned or key in refused or _not_rendered(key) or option is None:
             continue
         try:
             args += option_args(option, value)
@@ -159,23 +158,22 @@ def _check_serve_values(spec: Spec, catalog: Catalog, problems: list[Problem]) -
 
 
 def _apply_rules(
-    inputs: Inputs, problems: list[Problem], refused: set[str]
+    inputs: Inputs, problems: list[Problem]
 ) -> tuple[list[Derived], list[str], set[str], list[str]]:
     derived: list[Derived] = []
     args: list[str] = []
     owned: set[str] = set()
     notes: list[str] = []
     for rule in RULES:
-        if not rule.applies(inputs):
-            continue
-        owned.update(rule.owns)
         try:
+            if not rule.applies(inputs):
+                continue
+            owned.update(rule.owns)
             decision = rule.decide(inputs)
         except RuleProblem as exc:
-            if exc.problem.path not in {("serve", key) for key in refused}:
-                problems.append(exc.problem)
+            problems.append(exc.problem)
             continue
-        except Unresolved:  # it needs what was refused earlier; that problem is reported already
+        except Unresolved:  # it reads what was refused earlier; that problem is reported already
             continue
         args += decision.args
         flag = " ".join(decision.args) or None

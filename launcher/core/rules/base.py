@@ -46,9 +46,12 @@ class Inputs:
     facts: ModelFacts
     version: tuple[int, ...]
     resolved: dict[str, Any] = field(default_factory=Resolved)
+    refused: frozenset[str] = frozenset()  # serve keys whose value its option's type refused
 
     def explicit(self, key: str) -> Any:
-        """The spec's own `serve` value for `key`, or None."""
+        """The spec's own `serve` value for `key`, or None; Unresolved when that value was refused."""
+        if key in self.refused:
+            raise Unresolved(key)
         return self.spec.serve.get(key)
 
     @property
