@@ -154,9 +154,14 @@ def test_the_plan_text_is_what_runs(tmp_path: Path) -> None:
     )
 
 
-def test_a_hostile_config_json_leaves_the_model_unknown(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+@pytest.mark.parametrize(
+    ("config", "hybrid"),
+    [("[" * 100_000 + "]" * 100_000, None), ('{"architectures": 5}', False), ("1" * 5000, None)],
+    ids=["nested without end", "architectures not a list", "a number too long"],
+)
+def test_a_hostile_config_json_never_stops_the_plan(tmp_path: Path, config: str, hybrid: bool | None) -> None:
+    (tmp_path / "config.json").write_text(config)
     facts = read_model_facts(
         spec_of(edit(base_spec(), **{"model.path": str(tmp_path), "model.hybrid": None}))
     )
-    assert facts.hybrid is None
+    assert facts.hybrid is hybrid

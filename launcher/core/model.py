@@ -44,7 +44,8 @@ def facts_from_config(config: dict[str, Any], source: str) -> ModelFacts:
     """Read hybrid-ness the way vLLM's model registry would see it, from config.json."""
     text = config.get("text_config")
     sections = [config, text] if isinstance(text, dict) else [config]
-    archs = tuple(str(a) for a in config.get("architectures") or ())
+    listed = config.get("architectures")
+    archs = tuple(str(a) for a in listed) if isinstance(listed, list) else ()
     hybrid = any(_section_is_hybrid(s) for s in sections) or bool(HYBRID_ARCHITECTURES & set(archs))
     return ModelFacts(hybrid, source)
 
