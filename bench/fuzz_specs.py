@@ -34,8 +34,8 @@ SLOW_S = 2.0  # "a few seconds": a call past this is a broken promise
 BIG_MB = 200  # "a few hundred MB"
 
 
-def in_a_process(path: Path) -> tuple[int, float, float]:
-    """Exit code, wall seconds and peak RSS (MB) of a fresh `validate` process."""
+def in_a_process(path: Path) -> tuple[int, float, float, float]:
+    """Exit code, wall seconds, CPU seconds and peak RSS (MB) of a fresh `validate` process."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, "-m", "launcher", "validate", str(path)],
@@ -45,7 +45,8 @@ def in_a_process(path: Path) -> tuple[int, float, float]:
     )
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, time.perf_counter() - start, usage.ru_maxrss / 1024
+    cpu = usage.ru_utime + usage.ru_stime
+    return proc.returncode, time.perf_counter() - start, cpu, usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -67,7 +68,7 @@ def main() -> None:
     outcomes: Counter[str] = Counter()
     codes: Counter[str] = Counter()
     calls, worst_time, worst_mem, broken = 0, (0.0, ""), (0, ""), []
-    processes: list[tuple[int, float, float]] = []
+    processes: list[tuple[int, float, float, float]] = []
     started = time.perf_counter()
     for i in range(args.count):
         raw, applied = generate(random.Random(f"{args.seed}-{i}"))
@@ -108,7 +109,7 @@ def report(
     codes: Counter[str],
     worst_time: tuple[float, str],
     worst_mem: tuple[int, str],
-    processes: list[tuple[int, float, float]],
+    processes: list[tuple[int, float, float, float]],
 ) -> list[str]:
     """Print the counts and the worst calls; the fresh processes' broken promises."""
     print("outcomes:", ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items())))
@@ -118,10 +119,12 @@ def report(
     print(f"this process:      {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:7.1f} MB peak RSS")
     if not processes:
         return []
-    exits = Counter(code for code, _, _ in processes)
+    exits = Counter(p[0] for p in processes)
     print(
-        f"{len(processes)} fresh processes: max {max(p[1] for p in processes) * 1000:.0f} ms, "
-        f"max {max(p[2] for p in processes):.0f} MB RSS, exits {dict(sorted(exits.items()))}"
+        f"{len(processes)} fresh processes: max {max(p[1] for p in processes) * 1000:.0f} ms wall, "
+        f"max {max(p[2] for p in processes) * 1000:.0f} ms CPU, "
+        f"max {max(p[3] for p in processes):.0f} MB RSS, "
+        f"exits {dict(sorted(exits.items()))}"
     )
     return [f"fresh process exit {code}" for code in exits if code not in (0, 2)]
 

@@ -58,9 +58,9 @@ def read_model_facts(spec: Spec) -> ModelFacts:
     config: Any = None
     if spec.model.hybrid is None:
         try:
-            if config_file.is_file():  # not a FIFO or a device: those would block or never end
-                with config_file.open("rb") as f:
-                    config = json.loads(f.read(MAX_CONFIG + 1))
+            # A regular file of sane size: a FIFO or a device would block or never end.
+            if config_file.is_file() and config_file.stat().st_size <= MAX_CONFIG:
+                config = json.loads(config_file.read_bytes())
         except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
             config = None
     return model_facts(spec.model.hybrid, config, str(config_file))
