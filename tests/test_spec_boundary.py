@@ -172,9 +172,15 @@ def test_an_alias_bomb_is_refused_without_expanding_it(tmp_path: Path) -> None:
     )
 
 
+def test_a_file_of_many_values_stops_loading_at_the_limit(tmp_path: Path) -> None:
+    assert report_text(tmp_path, SPEC + f"  x: [{'1,' * MAX_VALUES}1]\n") == (
+        f"s.yaml:1: (top level): the file holds more than {MAX_VALUES} values; a spec needs a few hundred"
+    )
+
+
 def test_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
-    assert report_text(tmp_path, SPEC + "#" * (1 << 20)) == (
-        "s.yaml:1: (top level): the file is larger than 1 MiB; a spec is a few KiB"
+    assert report_text(tmp_path, SPEC + "#" * (256 << 10)) == (
+        "s.yaml:1: (top level): the file is larger than 256 KiB; a spec is a few KiB"
     )
 
 

@@ -20,7 +20,7 @@ from launcher.errors import Problem, SpecError
 
 Path = tuple[str | int, ...]
 
-MAX_BYTES = 1 << 20  # a spec file; the examples are about 2 KiB
+MAX_BYTES = 256 << 10  # a spec file; the examples are about 2 KiB, 100 nodes about 20
 MAX_VALUES = 10_000  # values after every alias is expanded
 MAX_DEPTH = 32  # levels of nesting
 MAX_SCALAR = 1 << 16  # characters in one value (an inline chat template fits)
@@ -32,9 +32,31 @@ _NUMBER_TAGS = {"tag:yaml.org,2002:int": "integer", "tag:yaml.org,2002:float": "
 _TAG_NAMES = {**_NUMBER_TAGS, "tag:yaml.org,2002:timestamp": "date", "tag:yaml.org,2002:bool": "boolean"}
 
 try:  # libyaml when present: a spec loads in a fraction of the pure-Python time
-    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
+    _Base: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _TooMany(Exception):
+    """The file holds more values than a spec can."""
+
+
+class _Loader(_Base):  # type: ignore[misc,valid-type]
+    """A safe loader that stops composing past MAX_VALUES values: a huge file costs little.
+
+    The composer resolves the tag of every node it makes, once (an alias makes none).
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.values = 0
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        """The node's tag; _TooMany past the budget."""
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise _TooMany
+        return super().resolve(kind, value, implicit)
 
 
 @dataclass(frozen=True)
@@ -67,7 +89,7 @@ def decode(data: bytes, filename: str) -> str:
     """The text of a spec file's bytes; a SpecError when it is too large or not UTF-8."""
     try:
         if len(data) > MAX_BYTES:
-            raise _Refused((), 1, f"the file is larger than {MAX_BYTES >> 20} MiB; a spec is a few KiB")
+            raise _Refused((), 1, f"the file is larger than {MAX_BYTES >> 10} KiB; a spec is a few KiB")
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
@@ -117,7 +139,12 @@ def _parse(text: str) -> tuple[yaml.Node | None, Any]:
         )
     loader = _Loader(text)
     try:
-        node = loader.get_single_node()
+        try:
+            node = loader.get_single_node()
+        except _TooMany:
+            raise _Refused(
+                (), 1, f"the file holds more than {MAX_VALUES} values; a spec needs a few hundred"
+            ) from None
         if node is None:
             return None, None
         _measure(node, (), 0, {}, set())
@@ -168,6 +195,8 @@ def _measure(
         for child, child_path in _children(node, path):
             child_size, child_height = _measure(child, child_path, level + 1, memo, active)
             size, height = size + child_size, max(height, child_height + 1)
+            if size > MAX_VALUES:
+                break  # refused below; the rest need not be counted
         active.discard(id(node))
         memo[id(node)] = (size, height)
     size, height = memo[id(node)]

@@ -38,6 +38,13 @@ def bomb(rng: random.Random, text: str) -> str:
     return text + "\nbomb:\n" + "\n".join(out) + "\n"
 
 
+def wide(rng: random.Random, text: str) -> str:
+    """Many values in one file: plain, aliased or tagged, around the limits."""
+    n = rng.choice([500, 10_500])
+    item = rng.choice(["1", "*w", "!!str x", "{}", "[]"])
+    return "w: &w 0\n" + text + f"\nwide: [{', '.join([item] * n)}]\n"
+
+
 def recursive(rng: random.Random, text: str) -> str:
     """An alias inside the value it names."""
     return text + rng.choice(["\nloop: &l [*l]\n", "\nloop: &l {a: *l}\n", "\nloop: &m {<<: *m}\n"])
@@ -105,7 +112,7 @@ def huge_number(rng: random.Random, text: str) -> str:
 
 def long_scalar(rng: random.Random, text: str) -> str:
     """A very long value, under and over the limits (the file's too)."""
-    return _replace_value(rng, text, "x" * rng.choice([1000, 70_000, 1_100_000]))
+    return _replace_value(rng, text, "x" * rng.choice([1000, 70_000, 300_000]))
 
 
 def line_ends(rng: random.Random, text: str) -> str:
@@ -141,6 +148,7 @@ def duplicate_line(rng: random.Random, text: str) -> str:
 
 TEXT_MUTATIONS: dict[str, Callable[[random.Random, str], str]] = {
     "bomb": bomb,
+    "wide": wide,
     "recursive": recursive,
     "deep": deep,
     "control_byte": control_byte,
