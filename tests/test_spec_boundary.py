@@ -172,9 +172,11 @@ def test_an_alias_bomb_is_refused_without_expanding_it(tmp_path: Path) -> None:
     )
 
 
-def test_a_file_of_many_values_stops_loading_at_the_limit(tmp_path: Path) -> None:
-    assert report_text(tmp_path, SPEC + f"  x: [{'1,' * MAX_VALUES}1]\n") == (
-        f"s.yaml:1: (top level): the file holds more than {MAX_VALUES} values; a spec needs a few hundred"
+@pytest.mark.parametrize("item", ["1", "!!str x", "*a"], ids=["plain", "tagged", "aliases"])
+def test_a_file_of_many_values_stops_loading_at_the_limit(tmp_path: Path, item: str) -> None:
+    text = SPEC + f"  a: &a 1\n  x: [{', '.join([item] * MAX_VALUES)}]\n"
+    assert report_text(tmp_path, text) == (
+        f"s.yaml:10: (top level): the file holds more than {MAX_VALUES} values; a spec needs a few hundred"
     )
 
 

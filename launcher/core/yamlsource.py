@@ -32,31 +32,10 @@ _NUMBER_TAGS = {"tag:yaml.org,2002:int": "integer", "tag:yaml.org,2002:float": "
 _TAG_NAMES = {**_NUMBER_TAGS, "tag:yaml.org,2002:timestamp": "date", "tag:yaml.org,2002:bool": "boolean"}
 
 try:  # libyaml when present: a spec loads in a fraction of the pure-Python time
-    _Base: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
+    _Loader: type[yaml.SafeLoader] = yaml.CSafeLoader  # type: ignore[assignment]
 except AttributeError:  # pragma: no cover - depends on how PyYAML was built
-    _Base = yaml.SafeLoader
-
-
-class _TooMany(Exception):
-    """The file holds more values than a spec can."""
-
-
-class _Loader(_Base):  # type: ignore[misc,valid-type]
-    """A safe loader that stops composing past MAX_VALUES values: a huge file costs little.
-
-    The composer resolves the tag of every node it makes, once (an alias makes none).
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.values = 0
-
-    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
-        """The node's tag; _TooMany past the budget."""
-        self.values += 1
-        if self.values > MAX_VALUES:
-            raise _TooMany
-        return super().resolve(kind, value, implicit)
+    _Loader = yaml.SafeLoader
+_NODE_EVENTS = (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)
 
 
 @dataclass(frozen=True)
@@ -137,14 +116,10 @@ def _parse(text: str) -> tuple[yaml.Node | None, Any]:
             f"the file holds the character {bad.group()!r}, which YAML does not allow",
             f'write it as an escape inside double quotes, e.g. "\\x{ord(bad.group()):02x}"',
         )
+    _count_values(text)
     loader = _Loader(text)
     try:
-        try:
-            node = loader.get_single_node()
-        except _TooMany:
-            raise _Refused(
-                (), 1, f"the file holds more than {MAX_VALUES} values; a spec needs a few hundred"
-            ) from None
+        node = loader.get_single_node()
         if node is None:
             return None, None
         _measure(node, (), 0, {}, set())
@@ -156,6 +131,19 @@ def _parse(text: str) -> tuple[yaml.Node | None, Any]:
             raise _unconstructible(node, exc) from None
     finally:
         loader.dispose()
+
+
+def _count_values(text: str) -> None:
+    """_Refused at the value past MAX_VALUES, before any is composed: a huge file costs little."""
+    count = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, _NODE_EVENTS):
+            count += 1
+            if count > MAX_VALUES:
+                line = event.start_mark.line + 1 if event.start_mark else 1
+                raise _Refused(
+                    (), line, f"the file holds more than {MAX_VALUES} values; a spec needs a few hundred"
+                )
 
 
 def _children(node: yaml.Node, path: Path) -> list[tuple[yaml.Node, Path]]:
