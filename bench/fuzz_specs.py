@@ -115,7 +115,7 @@ def report(
     print("outcomes:", ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items())))
     print("calls:   ", ", ".join(f"{k}: {v}" for k, v in sorted(codes.items())))
     print(f"slowest call:      {worst_time[0] * 1000:7.1f} ms  {worst_time[1]}")
-    print(f"most memory:       {worst_mem[0] / 2**20:7.1f} MB  {worst_mem[1]} (tracemalloc peak)")
+    print(f"most memory:       {worst_mem[0] / 2**20:7.1f} MB  {worst_mem[1]} (tracemalloc, the call's own)")
     print(f"this process:      {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:7.1f} MB peak RSS")
     if not processes:
         return []

@@ -48,7 +48,7 @@ class Call:
     out: str = ""
     err: str = ""
     seconds: float = 0.0
-    peak_bytes: int = 0
+    peak_bytes: int = 0  # the most Python memory the call held at once, beyond what was held before
     crash: str | None = None
 
 
@@ -69,8 +69,10 @@ def run(args: tuple[str, ...], trace: bool) -> Call:
     """Run `spark-launch ARGS` in this process, as a user would, measuring it."""
     call = Call(args)
     out, err = _Terminal(), _Terminal()
+    before = 0
     if trace:
         tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]  # what this process held already
     start = time.perf_counter()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -80,7 +82,7 @@ def run(args: tuple[str, ...], trace: bool) -> Call:
     except BaseException as exc:  # what the promise forbids: an exception out of main
         call.crash = f"{type(exc).__name__}: {exc}"[:300]
     call.seconds = time.perf_counter() - start
-    call.peak_bytes = tracemalloc.get_traced_memory()[1] if trace else 0
+    call.peak_bytes = tracemalloc.get_traced_memory()[1] - before if trace else 0
     call.out, call.err = out.getvalue(), err.getvalue()
     return call
 
