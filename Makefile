@@ -7,7 +7,7 @@ SPEC   ?= configs/demo.yaml
 RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catalogs/vllm-*.json))
 
 .PHONY: install system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
-        release golden bench testbed testbed-down demo demo-down up down status logs verify check
+        release golden bench fuzz testbed testbed-down demo demo-down up down status logs verify check
 
 install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
 $(BIN)/spark-launch: pyproject.toml
@@ -55,6 +55,9 @@ golden: install                                     ## rewrite golden plans afte
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py
+
+fuzz: install                                       ## 5,000 generated hostile specs: promises, time, memory
+	$(BIN)/python bench/fuzz_specs.py --count 5000
 
 testbed: install system-deps                        ## the two-node test bed (root)
 	$(BIN)/python -m testbed up

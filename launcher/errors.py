@@ -18,6 +18,13 @@ class ExitStatus(enum.IntEnum):
     INTERRUPTED = 130
 
 
+def one_line(text: str) -> str:
+    """`text` with every unprintable character escaped (\\n, \\x1b, \\u202e): one line, shown exactly."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class SparkLaunchError(Exception):
     """Base of every error a user may see: a message, a hint, an exit status."""
 
@@ -74,9 +81,12 @@ class SpecError(SparkLaunchError):
 
     def render(self) -> str:
         """Every problem as `file:line: key.path: message`, with its hint."""
+        # Names, values and YAML's own words may hold newlines or escape bytes: each problem
+        # stays one located line, and what a terminal shows is what the file holds.
         out = []
         for p in sorted(self.problems, key=lambda p: self.line_of(p.path)):
-            out.append(f"{self.filename}:{self.line_of(p.path)}: {p.dotted}: {p.message}")
+            where = f"{one_line(self.filename)}:{self.line_of(p.path)}"
+            out.append(f"{where}: {one_line(p.dotted)}: {one_line(p.message)}")
             if p.hint:
-                out.append(f"    hint: {p.hint}")
+                out.append(f"    hint: {one_line(p.hint)}")
         return "\n".join(out)

@@ -11,31 +11,36 @@ from launcher.core.catalog import Catalog
 from launcher.core.model import ModelFacts, model_facts
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.spec import Spec, validate_spec
-from launcher.core.yamlsource import Document, load_document
-from launcher.errors import Problem, SparkLaunchError
+from launcher.core.spec_checks import release_problem
+from launcher.core.yamlsource import MAX_BYTES, Document, decode, load_document
+from launcher.errors import Problem, SparkLaunchError, one_line
+
+MAX_CONFIG = 16 << 20  # a model's config.json is a few KiB; a larger one is not read whole
 
 
 def read_document(path: str | Path) -> Document:
-    """Read a spec file as YAML; a SparkLaunchError when it cannot be read."""
+    """Read a spec file as YAML; a SparkLaunchError when it cannot be read, a SpecError when bad."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
+        with Path(path).open("rb") as f:
+            data = f.read(MAX_BYTES + 1)  # no more: /dev/zero is a path too
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise SparkLaunchError(
-            f"cannot read spec {path}: {exc.strerror or exc}",
+            f"cannot read spec {one_line(str(path))}: {getattr(exc, 'strerror', None) or exc}",
             "give the path of a deployment YAML, e.g. configs/demo.yaml",
         ) from None
-    except UnicodeDecodeError:
-        raise SparkLaunchError(f"spec {path} is not UTF-8 text") from None
-    return load_document(text, str(path))
+    return load_document(decode(data, str(path)), str(path))
 
 
 def catalog_for(spec: Spec) -> Catalog:
     """The flag catalog the spec's vLLM release uses; PlanProblems when there is none."""
+    key = "flags_from" if spec.vllm.flags_from else "version"
     version = spec.vllm.flags_from or spec.vllm.version
+    malformed = release_problem(("vllm", key), version)
+    if malformed:  # checked before the known list: such a text never names a file
+        raise PlanProblems([malformed])
     try:
         return load_catalog(version)
     except SparkLaunchError as exc:
-        key = "flags_from" if spec.vllm.flags_from else "version"
         raise PlanProblems(
             [
                 Problem(
@@ -51,9 +56,13 @@ def read_model_config(spec: Spec) -> tuple[Any, bool]:
     """The model's config.json if this machine has it (else None), and whether it is a
     sentence-transformers model (modules.json: vLLM runs those as pooling models)."""
     model_dir = Path(spec.model.path)
+    config_file = model_dir / "config.json"
+    config: Any = None
     try:
-        config: Any = json.loads((model_dir / "config.json").read_text())
-    except (OSError, ValueError):
+        # A regular file of sane size: a FIFO or a device would block or never end.
+        if config_file.is_file() and config_file.stat().st_size <= MAX_CONFIG:
+            config = json.loads(config_file.read_bytes())
+    except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
         config = None
     return config, (model_dir / "modules.json").is_file()
 
@@ -76,5 +85,5 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
         except PlanProblems as exc:
             problems += exc.problems
     if problems or spec is None:
-        raise document.error(problems)
+        raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
     return spec, plan

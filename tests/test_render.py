@@ -13,11 +13,14 @@ from launcher.core.remote import probe_call
 from launcher.core.render import rank_args, shell_words
 from tests.conftest import base_spec, plan_of, spec_of
 
-# Any text a YAML string can hold and argv can carry (no NUL, no lone surrogates).
+# Text a spec accepts where a value may span lines (a chat template): no NUL, no control
+# character but line breaks and tabs, no lone surrogates.
 TEXT = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=40
+    st.characters(blacklist_categories=("Cs", "Cc"), whitelist_characters="\n\t\r"), min_size=1, max_size=40
 )
-NAME_TEXT = TEXT.filter(lambda t: t.strip() != "" and not t.startswith("-"))
+# One line of text (names, paths, environment values): no control character at all.
+LINE = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40)
+NAME_TEXT = LINE.filter(lambda t: t.strip() != "" and not t.startswith("-"))
 
 
 def through_bash(words: str) -> list[str]:
@@ -27,15 +30,15 @@ def through_bash(words: str) -> list[str]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(served=NAME_TEXT, path=TEXT, value=TEXT, venv=TEXT)
+@given(served=NAME_TEXT, path=LINE, value=TEXT, venv=LINE.filter(lambda t: "=" not in t), env=LINE)
 def test_hostile_strings_arrive_as_exactly_one_argument(
-    served: str, path: str, value: str, venv: str
+    served: str, path: str, value: str, venv: str, env: str
 ) -> None:
     data = base_spec()
     data["model"]["path"] = "/" + path
     data["model"]["served_name"] = served
     data["vllm"]["venv"] = "/" + venv
-    data["env"] = {"ODD": value}
+    data["env"] = {"ODD": env}
     data["serve"]["chat_template"] = value
     plan = plan_of(data)
     for node in plan.nodes:
@@ -78,7 +81,7 @@ SERVE_OPTIONS = st.fixed_dictionaries(
         st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True).filter(
             lambda k: not k.startswith(("VLLM_HOST", "GLOO_", "NCCL_SOCKET", "NCCL_IB"))
         ),
-        TEXT,
+        LINE,
         max_size=3,
     ),
 )

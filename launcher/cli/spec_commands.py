@@ -47,10 +47,12 @@ def validate(spec: str) -> ExitStatus:
     Example:
       spark-launch validate cluster.yaml && echo ok
     """
+    from launcher.errors import one_line
     from launcher.load import plan_file
 
     _, result = plan_file(spec)
-    click.echo(f"{spec}: ok ({len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest})")
+    summary = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
+    click.echo(f"{one_line(spec)}: ok ({summary})")
     return ExitStatus.OK
 
 

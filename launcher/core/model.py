@@ -90,7 +90,8 @@ def facts_from_config(
     """What this release's vLLM makes of a config.json: its architecture's registry traits."""
     text = config.get("text_config")
     text = text if isinstance(text, dict) else config
-    archs = [str(a) for a in config.get("architectures") or ()]
+    listed = config.get("architectures")
+    archs = [str(a) for a in listed] if isinstance(listed, list) else []
     arch = next((a for a in archs if a in catalog.models), None)
     general = ModelFacts(
         source,

@@ -7,13 +7,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.argv import BadValue, option_args
+from launcher.core.argv import BadValue, check_value, option_args
 from launcher.core.catalog import Catalog, parse_version
 from launcher.core.model import ModelFacts
 from launcher.core.render import NodeCommand, render_nodes
-from launcher.core.rules import RULES, Inputs, RuleProblem, Undecided
+from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
 from launcher.core.schema import suggest
 from launcher.core.spec import Spec
+from launcher.core.spec_checks import NO_NODES, release_problem
 from launcher.errors import Problem
 
 # serve keys the launcher sets per node, or from elsewhere in the spec.
@@ -29,6 +30,10 @@ LAUNCHER_ONLY = (
 SPEC_OWNED = {"model": "model.path", "model_tag": "model.path", "served_model_name": "model.served_name"}
 # Options whose value is a secret: on the command line it would show in `ps` and logs.
 SECRET_OPTIONS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
+
+
+# serve keys a rule renders itself, where it applies.
+RULE_OWNED = frozenset(key for rule in RULES for key in rule.owns)
 
 
 class PlanProblems(Exception):
@@ -93,21 +98,22 @@ class Plan:
 
 def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     """Decide every setting and render every node's command; PlanProblems lists what is wrong."""
-    inputs = Inputs(spec, catalog, facts, parse_version(spec.vllm.version))
+    _plannable(spec)
     problems = [*facts.problems, *check_serve_keys(spec, catalog)]
+    refused = _check_serve_values(spec, catalog, problems)
+    # A rule reading a refused value is skipped: each value is reported once, where refused.
+    inputs = Inputs(spec, catalog, facts, parse_version(spec.vllm.version), refused=frozenset(refused))
     derived, args, owned, notes = _apply_rules(inputs, problems)
     notes[:0] = facts.notes
     args += _served_name(spec, catalog)
     for key, value in spec.serve.items():
-        if key in owned or key in LAUNCHER_ONLY or key in SPEC_OWNED or key in SECRET_OPTIONS:
-            continue
         option = catalog.get(key)
-        if option is None:
+        if key in owned or key in refused or _not_rendered(key) or option is None:
             continue
         try:
             args += option_args(option, value)
         except BadValue as exc:
-            problems.append(Problem(("serve", key), str(exc)))
+            problems.append(Problem(("serve", key), str(exc), exc.hint))
         if option.deprecated:
             notes.append(f"serve.{key}: {option.deprecated}")
     if problems:
@@ -123,6 +129,35 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     )
 
 
+def _plannable(spec: Spec) -> None:
+    """What planning itself needs (the spec checks report the same): nodes, a release number."""
+    problems = [] if spec.nodes else [NO_NODES]
+    version = release_problem(("vllm", "version"), spec.vllm.version)
+    problems += [version] if version else []
+    if problems:
+        raise PlanProblems(problems)
+
+
+def _not_rendered(key: str) -> bool:
+    return key in LAUNCHER_ONLY or key in SPEC_OWNED or key in SECRET_OPTIONS
+
+
+def _check_serve_values(spec: Spec, catalog: Catalog, problems: list[Problem]) -> set[str]:
+    """Every serve value against its option's type and range; the keys refused."""
+    refused = set()
+    for key, value in spec.serve.items():
+        option = catalog.get(key)
+        if option is None or _not_rendered(key):
+            continue
+        try:
+            # A rule that renders the key says itself why a value is not a choice, with more context.
+            check_value(option, value, choices=key not in RULE_OWNED)
+        except BadValue as exc:
+            problems.append(Problem(("serve", key), str(exc), exc.hint))
+            refused.add(key)
+    return refused
+
+
 def _apply_rules(
     inputs: Inputs, problems: list[Problem]
 ) -> tuple[list[Derived], list[str], set[str], list[str]]:
@@ -131,15 +166,15 @@ def _apply_rules(
     owned: set[str] = set()
     notes: list[str] = []
     for rule in RULES:
-        if not rule.applies(inputs):
-            continue
-        owned.update(rule.owns)
         try:
+            if not rule.applies(inputs):
+                continue
+            owned.update(rule.owns)
             decision = rule.decide(inputs)
         except RuleProblem as exc:
             problems.append(exc.problem)
             continue
-        except Undecided:
+        except Unresolved:  # it reads what was refused earlier; that problem is reported already
             continue
         args += decision.args
         flag = " ".join(decision.args) or None

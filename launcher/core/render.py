@@ -127,12 +127,34 @@ def assert_identical_except_rank(nodes: Sequence[NodeCommand]) -> None:
 
 
 def shell_words(words: Sequence[str]) -> str:
-    """Words quoted for a POSIX shell: each arrives as exactly one argument."""
+    """Words quoted for a POSIX shell: each arrives as exactly one argument (sent to nodes)."""
     return " ".join(shlex.quote(w) for w in words)
 
 
+def shown_word(word: str) -> str:
+    """One word as a person copies it into bash: POSIX quotes, or `$'...'` with escapes.
+
+    A word holding a line break, an escape byte or an invisible character is written with
+    escapes, so the text stays one line per option, a terminal cannot act on it, and what
+    is copied is byte for byte what runs.
+    """
+    if word.isprintable():
+        return shlex.quote(word)
+    return "$'" + "".join(_escaped(ch) for ch in word) + "'"
+
+
+def _escaped(ch: str) -> str:
+    if ch in "\\'":
+        return "\\" + ch
+    if ch.isprintable():
+        return ch
+    named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(ch)
+    # Bytes, not \u escapes: bash makes \u a character only in a UTF-8 locale.
+    return named or "".join(f"\\x{b:02x}" for b in ch.encode("utf-8", "surrogatepass"))
+
+
 def pretty_command(argv: Sequence[str]) -> str:
-    """The exact shell command, one option per line, still copy-pasteable.
+    """The exact command as bash text, one option per line, each word as `shown_word` writes it.
 
     A positional word after a complete `--option=value` (a container image, say) starts its
     own line, so it is never read as that option's value.
@@ -143,4 +165,4 @@ def pretty_command(argv: Sequence[str]) -> str:
         if lines[-1] and (word.startswith("-") or after_option):
             lines.append([])
         lines[-1].append(word)
-    return " \\\n    ".join(shell_words(line) for line in lines)
+    return " \\\n    ".join(" ".join(shown_word(w) for w in line) for line in lines)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -20,8 +22,14 @@ from launcher.errors import Problem
 Path = tuple[str | int, ...]
 _INVALID: Any = object()
 ENV_MARK = "env value"
+JSON_MARK = "JSON value"
 # An environment value: YAML may write it as a number, the process sees a string.
 EnvValue = typing.Annotated[str, ENV_MARK]
+# A value that reaches a command line as text or JSON: null, true/false, a finite number,
+# text, or lists and mappings (text keys) of those. Not a date, set or binary (YAML has them).
+JsonValue = typing.Annotated[Any, JSON_MARK]
+# Line breaks and tabs may be text (a chat template); other control characters never are.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def doc(text: str, **kwargs: Any) -> Any:
@@ -62,6 +70,8 @@ def convert(tp: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
     """Check and convert one value against a type hint."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is typing.Annotated:
+        if JSON_MARK in tp.__metadata__:
+            return _json_value(value, path, problems)
         return _env_value(value, path, problems)
     if dataclasses.is_dataclass(tp):
         return build(typing.cast(type[Any], tp), value, path, problems)
@@ -84,14 +94,32 @@ def convert(tp: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
     return _scalar(tp, value, path, problems)
 
 
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot be a spec value (a NUL or a control character), or None."""
+    bad = _CONTROL.search(text)
+    if bad is None:
+        return None
+    if bad.group() == "\x00":
+        return "contains a NUL character, which no command line, environment or file name can hold"
+    return f"contains the control character {bad.group()!r}"
+
+
 def _scalar(tp: type, value: Any, path: Path, problems: list[Problem]) -> Any:
     ok = isinstance(value, tp) and not (tp is int and isinstance(value, bool))
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if ok and isinstance(value, str) and text_problem(value):
+        problems.append(Problem(path, f"{value!r} {text_problem(value)}"))
+        return _INVALID
     if ok:
         return value
-    problems.append(Problem(path, f"expected {_NAMES.get(tp, tp.__name__)}, got {_kind(value)}"))
+    hint = "quote it to make it text" if tp is str and _quotable(value) else None
+    problems.append(Problem(path, f"expected {_NAMES.get(tp, tp.__name__)}, got {_kind(value)}", hint))
     return _INVALID
+
+
+def _quotable(value: Any) -> bool:
+    return isinstance(value, int | float) or value is None or type(value).__name__ in ("date", "datetime")
 
 
 def _sequence(item: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
@@ -106,13 +134,57 @@ def _mapping(item: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
     if not isinstance(value, Mapping):
         problems.append(Problem(path, f"expected a mapping, got {_kind(value)}"))
         return _INVALID
-    out = {str(k): convert(item, v, (*path, str(k)), problems) for k, v in value.items()}
+    out = {}
+    for key, v in value.items():
+        if not _key_ok(key, (*path, str(key)), problems):
+            out[str(key)] = _INVALID
+            continue
+        out[key] = convert(item, v, (*path, key), problems)
     return _INVALID if any(v is _INVALID for v in out.values()) else out
+
+
+def _key_ok(key: Any, path: Path, problems: list[Problem]) -> bool:
+    """A mapping key must be text without control characters (it becomes a name or a flag)."""
+    if not isinstance(key, str):
+        problems.append(Problem(path, f"a key must be text, got {_kind(key)}", "quote it"))
+        return False
+    if text_problem(key):
+        problems.append(Problem(path, f"the key {key!r} {text_problem(key)}"))
+        return False
+    return True
+
+
+def _json_value(value: Any, path: Path, problems: list[Problem]) -> Any:
+    """`value` when it is plain JSON data (see JsonValue); else problems, and INVALID."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        problems.append(Problem(path, f"must be a finite number, got {value!r}"))
+    elif isinstance(value, str):
+        if not text_problem(value):
+            return value
+        problems.append(Problem(path, f"{value!r} {text_problem(value)}"))
+    elif isinstance(value, list):
+        items = [_json_value(v, (*path, i), problems) for i, v in enumerate(value)]
+        return _INVALID if any(v is _INVALID for v in items) else items
+    elif isinstance(value, dict):
+        out = {
+            k: _json_value(v, (*path, k), problems)
+            for k, v in value.items()
+            if _key_ok(k, (*path, str(k)), problems)
+        }
+        return _INVALID if len(out) < len(value) or any(v is _INVALID for v in out.values()) else out
+    else:
+        hint = "write a list" if isinstance(value, set | frozenset) else "quote it to make it text"
+        problems.append(Problem(path, f"{_kind(value)} is not a value a command line can take", hint))
+    return _INVALID
 
 
 def _env_value(value: Any, path: Path, problems: list[Problem]) -> Any:
     if isinstance(value, str):
-        return value
+        return _scalar(str, value, path, problems)
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     problems.append(
@@ -138,7 +210,16 @@ def _kind(value: Any) -> str:
         str: "a string",
         list: "a list",
         dict: "a mapping",
-    }.get(type(value), type(value).__name__)
+    }.get(type(value)) or _YAML_KINDS.get(type(value).__name__, type(value).__name__)
+
+
+# What else YAML can construct (by name: the core does not import the clock's module).
+_YAML_KINDS = {
+    "date": "a date",
+    "datetime": "a date and time",
+    "bytes": "binary data (!!binary)",
+    "set": "a set (!!set)",
+}
 
 
 def json_schema(cls: type[Any], title: str) -> dict[str, Any]:
@@ -152,7 +233,7 @@ def json_schema(cls: type[Any], title: str) -> dict[str, Any]:
 def _schema_of(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is typing.Annotated:
-        return {"type": ["string", "number"]}
+        return {} if JSON_MARK in tp.__metadata__ else {"type": ["string", "number"]}
     if dataclasses.is_dataclass(tp):
         name = typing.cast(type, tp).__name__
         if name not in defs:

@@ -7,7 +7,8 @@ from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.remote import Call
-from launcher.core.render import pretty_command, shell_words
+from launcher.core.render import pretty_command, shown_word
+from launcher.errors import one_line
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
@@ -62,14 +63,14 @@ def plan_text(plan: Plan) -> str:
     for n in plan.nodes:
         role = "rank 0, serves the API" if n.rank == 0 else f"rank {n.rank}, headless"
         out += ["", f"== {n.name} ({role}) via ssh {n.ssh}"]
-        out += [f"  {shell_words([f'{k}={v}'])}" for k, v in n.env.items()]
+        out += [f"  {k}={shown_word(v)}" for k, v in n.env.items()]
         out += [f"  {name}=<secret from the launcher's environment>" for name in n.secrets]
         out.append("  " + pretty_command(n.argv).replace("\n", "\n  "))
     out += ["", "derived settings (same on every node unless said):"]
     width = max(len(d.setting) for d in plan.derived)
     for d in plan.derived:
         flag = d.flag or "(implied, no flag)"
-        out.append(f"  {d.setting:<{width}}  {_text(d.value)}   {flag}")
+        out.append(f"  {d.setting:<{width}}  {one_line(_text(d.value))}   {one_line(flag)}")
         out.append(f"  {'':<{width}}  why: {d.reason}")
     if plan.notes:
         out += ["", "notes:", *(f"  - {note}" for note in plan.notes)]

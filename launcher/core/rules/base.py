@@ -26,8 +26,15 @@ class RuleProblem(Exception):
         self.problem = Problem(path, message, hint)
 
 
-class Undecided(Exception):
-    """A rule depends on a setting refused earlier: that problem is reported already."""
+class Unresolved(Exception):
+    """A rule needs what an earlier rule or the spec checks refused: that problem is reported already."""
+
+
+class Resolved(dict[str, Any]):
+    """The settings decided so far; reading one that is not (its rule refused the spec) skips the reader."""
+
+    def __missing__(self, key: str) -> Any:
+        raise Unresolved(key)
 
 
 @dataclass
@@ -38,16 +45,17 @@ class Inputs:
     catalog: Catalog
     facts: ModelFacts
     version: tuple[int, ...]
-    resolved: dict[str, Any] = field(default_factory=dict)
+    resolved: dict[str, Any] = field(default_factory=Resolved)
+    refused: frozenset[str] = frozenset()  # serve keys whose value its option's type refused
 
     def decided(self, key: str) -> Any:
-        """The value an earlier rule decided for `key`; Undecided when it was refused."""
-        if key not in self.resolved:
-            raise Undecided(key)
+        """The value an earlier rule decided for `key`; Unresolved when it was refused."""
         return self.resolved[key]
 
     def explicit(self, key: str) -> Any:
-        """The spec's own `serve` value for `key`, or None."""
+        """The spec's own `serve` value for `key`, or None; Unresolved when that value was refused."""
+        if key in self.refused:
+            raise Unresolved(key)
         return self.spec.serve.get(key)
 
     @property

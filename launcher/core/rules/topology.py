@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from launcher.core.rules.base import Decision, Inputs, RuleProblem, pinned
+from launcher.core.rules.base import Decision, Inputs, RuleProblem, Unresolved, pinned
+from launcher.core.spec_checks import MAX_GPUS
 
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_API_PORT = 8000
@@ -36,8 +37,11 @@ def port_setting(key: str, default: int) -> Callable[[Inputs], Decision]:
 def parallel(inputs: Inputs) -> Decision:
     """tensor x pipeline x data parallel must equal the GPUs of all nodes, equal per node."""
     nodes = inputs.spec.nodes
+    if any(not 1 <= n.gpus <= MAX_GPUS for n in nodes):
+        raise Unresolved("gpus")  # the spec checks report it; a sum of it would only mislead
+    # Unset means 1; a falsy value written (0, false, "", []) is refused, never read as 1.
     sizes = {
-        k: inputs.explicit(k) or 1
+        k: 1 if inputs.explicit(k) is None else inputs.explicit(k)
         for k in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
     }
     for key, value in sizes.items():

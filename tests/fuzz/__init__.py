@@ -1,0 +1,1 @@
+"""Generated malformed and hostile specs, and the README's promises checked on each."""
