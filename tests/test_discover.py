@@ -97,7 +97,10 @@ def test_a_complete_model_and_a_missing_shard(tmp_path: Path) -> None:
     assert check["config"] == {"architectures": ["LlamaForCausalLM"]}
     (model / "model-00002-of-00002.safetensors").unlink()
     assert discover.model_check(str(model))["missing_shards"] == ["model-00002-of-00002.safetensors"]
-    assert discover.model_check(str(tmp_path / "nothing")) == {"path": str(tmp_path / "nothing"), "exists": False}
+    assert discover.model_check(str(tmp_path / "nothing")) == {
+        "path": str(tmp_path / "nothing"),
+        "exists": False,
+    }
 
 
 def test_models_are_found_in_the_hf_cache_and_model_folders(tmp_path: Path) -> None:

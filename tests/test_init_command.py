@@ -99,7 +99,9 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         (["--hosts", "-oProxyCommand=x"], "is not an ssh target"),
     ],
 )
-def test_bad_arguments_are_usage_errors(capsys: pytest.CaptureFixture[str], args: list[str], said: str) -> None:
+def test_bad_arguments_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str], said: str
+) -> None:
     code, _, err = run_cli(capsys, "init", *args)
     assert code == 2 and said in err
 

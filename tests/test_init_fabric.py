@@ -42,7 +42,9 @@ def test_two_sparks_use_the_roce_port_with_both_twins_not_the_lan() -> None:
 def test_a_link_that_does_not_connect_is_never_chosen_however_fast() -> None:
     choice = decide(spark_pair(), {"10.0.0.1": {"spark-2": "No route to host"}})
     assert picked(choice)["spark-1"][0] == "enP7s7"
-    assert "10.0.0.0/24 (enp1s0f1np1 on every node): NOT reachable (spark-2: No route to host)" in choice.others
+    assert (
+        "10.0.0.0/24 (enp1s0f1np1 on every node): NOT reachable (spark-2: No route to host)" in choice.others
+    )
 
 
 def test_nothing_reachable_leaves_the_choice_to_the_user() -> None:

@@ -75,7 +75,9 @@ def test_two_sparks_give_a_ready_spec_that_plans_as_written() -> None:
 def test_every_choice_is_explained_in_a_comment() -> None:
     text = write(spark_pair())[0].text
     assert '  version: "0.32.0"' in text  # quoted: "0.33" would read as a number
-    assert "# fabric: 10.0.0.0/24 (enp1s0f1np1 on every node): every worker reached spark-1's 10.0.0.1" in text
+    assert (
+        "# fabric: 10.0.0.0/24 (enp1s0f1np1 on every node): every worker reached spark-1's 10.0.0.1" in text
+    )
     assert "not chosen: 192.168.1.0/24 (enP7s7 on every node): reachable, no RDMA, slower (10 Gb/s)" in text
     assert "#   spark-1: enP7s7 192.168.1.11/24, 10 Gb/s, no RDMA, SSH arrives here" in text
     assert "128 GB of unified memory shared by the CPU and the GPU" in text
@@ -176,7 +178,10 @@ def test_a_model_missing_on_a_worker_is_a_sync_not_an_edit() -> None:
     facts["spark-1"]["model"] = model(missing_shards=["model-00002-of-00002.safetensors"])
     facts["spark-2"]["model"] = model()
     spec, warnings, _ = write(facts)
-    assert "sync models SPEC --from spark-2" in warnings[0] and "1 shard(s) named in the index missing" in spec.text
+    assert (
+        "sync models SPEC --from spark-2" in warnings[0]
+        and "1 shard(s) named in the index missing" in spec.text
+    )
 
 
 def test_a_model_found_nowhere_is_a_choice() -> None:
