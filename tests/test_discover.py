@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,41 @@ def test_another_adapter_at_the_same_bus_device_function_is_no_twin() -> None:
     assert ifaces["lo"]["loopback"] and not ifaces["enP7s7"]["loopback"]
 
 
+def test_a_second_card_of_the_same_model_in_another_domain_is_no_twin(tmp_path: Path) -> None:
+    """A server with two ConnectX-7 cards at 0000:01:00.1 and 0001:01:00.1: two adapters (two
+    system image GUIDs), so neither port lends its RoCE device to the other."""
+    root = tmp_path / "sys"
+    shutil.copytree(SPARK_SYS, root, symlinks=True)
+    function = root / "devices" / "pci0001:00" / "0001:00:00.0" / "0001:01:00.1"
+    ib = function / "infiniband" / "mlx5_9"
+    (function / "net" / "ens9np1").mkdir(parents=True)
+    for name, text in (("operstate", "up"), ("speed", "200000"), ("type", "1")):
+        (function / "net" / "ens9np1" / name).write_text(text + "\n")
+    (function / "vendor").write_text("0x15b3\n")
+    (function / "device").write_text("0x1021\n")
+    (ib / "ports" / "1" / "gid_attrs" / "ndevs").mkdir(parents=True)
+    (ib / "ports" / "1" / "state").write_text("4: ACTIVE\n")
+    (ib / "ports" / "1" / "gid_attrs" / "ndevs" / "0").write_text("ens9np1\n")
+    (ib / "sys_image_guid").write_text("4cbb:4703:00ff:0001\n")
+    (ib / "device").symlink_to("../..")
+    (function / "net" / "ens9np1" / "device").symlink_to("../..")
+    (root / "class" / "infiniband" / "mlx5_9").symlink_to(
+        "../../devices/pci0001:00/0001:00:00.0/0001:01:00.1/infiniband/mlx5_9"
+    )
+    (root / "class" / "net" / "ens9np1").symlink_to(
+        "../../devices/pci0001:00/0001:00:00.0/0001:01:00.1/net/ens9np1"
+    )
+    ifaces = by_name(root)
+    assert [r["device"] for r in ifaces["ens9np1"]["rdma"]] == ["mlx5_9"]
+    assert [r["device"] for r in ifaces["enp1s0f1np1"]["rdma"]] == ["rocep1s0f1", "roceP2p1s0f1"]
+
+
 def test_the_rdma_devices_read_from_the_tree() -> None:
     devices = {d["device"]: d for d in discover.rdma_devices(str(SPARK_SYS))}
     assert set(devices) == {"rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"}
     assert devices["roceP2p1s0f1"]["pci"] == "0002:01:00.1"
     assert devices["roceP2p1s0f1"]["pci_id"] == "0x15b3:0x1021"
+    assert devices["roceP2p1s0f1"]["sys_image_guid"] == devices["rocep1s0f1"]["sys_image_guid"]
     assert devices["rocep1s0f1"]["netdevs"] == ["enp1s0f1np1"]
     assert devices["rocep1s0f1"]["ports"][0]["link_layer"] == "Ethernet"
 

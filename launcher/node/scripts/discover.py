@@ -67,6 +67,7 @@ def rdma_devices(root: str) -> list[dict[str, Any]]:
                 "pci": pci_of(os.path.join(base, name, "device")),
                 # The adapter's vendor and device id: twins are functions of one adapter.
                 "pci_id": _pci_id(os.path.join(base, name, "device")),
+                "sys_image_guid": sys_text(base, name, "sys_image_guid"),
                 "netdevs": sorted(netdevs),
                 "ports": ports,
             }
@@ -78,12 +79,16 @@ def twins(one: dict[str, Any], other: dict[str, Any]) -> bool:
     """True for two RDMA devices of one port reached over two PCIe links.
 
     A DGX Spark's ConnectX-7 hangs off two PCIe x4 links; each port appears once per link,
-    as the same bus:device.function of the same adapter in PCI domains 0000 and 0002
-    (rocep1s0f1 and roceP2p1s0f1). NCCL needs both RoCE devices for the port's full bandwidth.
+    as the same bus:device.function in PCI domains 0000 and 0002 (rocep1s0f1 and
+    roceP2p1s0f1), of one adapter: the same system image GUID (two cards of one model in
+    two domains have two). NCCL needs both RoCE devices for the port's full bandwidth.
     """
     a, b = PCI.match(one["pci"] or ""), PCI.match(other["pci"] or "")
-    same_function = bool(a and b and a.group(2) == b.group(2) and a.group(1) != b.group(1))
-    return same_function and one["pci_id"] is not None and one["pci_id"] == other["pci_id"]
+    if not (a and b and a.group(2) == b.group(2) and a.group(1) != b.group(1)):
+        return False
+    if one["sys_image_guid"] and other["sys_image_guid"]:
+        return bool(one["sys_image_guid"] == other["sys_image_guid"])
+    return one["pci_id"] is not None and one["pci_id"] == other["pci_id"]
 
 
 def rdma_of(netdev: str, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
