@@ -116,6 +116,8 @@ def init(
     from launcher.core.draft import InitRequest
 
     check_install(venv, image)
+    if as_json and output == "-":
+        raise click.UsageError("--json and -o - both want stdout: give -o FILE with --json")
     host_list = parse_hosts(hosts)
     target = Path(output)
     if output != "-" and target.exists() and not force:

@@ -133,7 +133,10 @@ def _image(image: str, facts: Facts) -> tuple[Decided, Decided]:
     per_node = {n: f.get("vllm", {}) for n, f in facts.items()}
     missing = [n for n, v in per_node.items() if not v.get("image_id")]
     if missing:
+        no_docker = [n for n in missing if per_node[n].get("docker") is False]
         why = f"image {image} not on {', '.join(missing)} (docker image inspect found none)"
+        if no_docker:
+            why = f"no docker command on {', '.join(no_docker)}, so image {image} is missing there"
         return Decided(None, choose=why), Decided(None, choose=f"{why}; load the same image on every node")
     ids = {v["image_id"] for v in per_node.values()}
     digests = {tuple(sorted(v.get("repo_digests") or [])) for v in per_node.values()}
