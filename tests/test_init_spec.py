@@ -226,3 +226,43 @@ def test_any_string_value_reads_back_as_itself(value: str) -> None:
 @pytest.mark.parametrize("value", [True, 0.85, 8000, "0.33", "1", "-x", "a: b", "#", None, ["a", "b"]])
 def test_scalars_read_back(value: Any) -> None:
     assert yaml.safe_load(f"k: {scalar(value)}") == {"k": value}
+
+
+def image(image_id: str = "sha256:aa11", version: str | None = "0.33.0", **more: Any) -> dict[str, Any]:
+    return {"image": "vllm:v", "docker": True, "image_id": image_id, "vllm_version": version, **more}
+
+
+def test_an_image_on_every_node_gives_a_docker_spec() -> None:
+    spec, _, _ = write(spark_pair(vllm=image()), venv=None, image="vllm:v")
+    assert spec.ready, spec.problems
+    assert data(spec.text)["vllm"] == {"version": "0.33.0", "runtime": "docker", "image": "vllm:v"}
+    assert "vllm:v: same image id on every node (sha256:aa11)" in spec.text
+
+
+@pytest.mark.parametrize(
+    ("node2", "said"),
+    [
+        (image("sha256:bb22"), "the nodes hold different images under that name"),
+        ({"image": "vllm:v", "docker": True, "image_id": None}, "image vllm:v not on spark-2"),
+        ({"image": "vllm:v", "docker": False, "image_id": None}, "no docker command on spark-2"),
+    ],
+)
+def test_images_that_differ_or_are_missing_are_choices(node2: dict[str, Any], said: str) -> None:
+    facts = spark_pair(vllm=image())
+    facts["spark-2"]["vllm"] = node2
+    spec, _, _ = write(facts, venv=None, image="vllm:v")
+    assert not spec.ready and said in spec.text.replace("\n  # ", " ")
+
+
+def test_ids_that_differ_with_one_repo_digest_are_the_same_image() -> None:
+    facts = spark_pair(vllm=image(repo_digests=["vllm@sha256:cc33"]))
+    facts["spark-2"]["vllm"] = image("sha256:bb22", repo_digests=["vllm@sha256:cc33"])
+    spec, _, _ = write(facts, venv=None, image="vllm:v")
+    assert spec.ready and "same repo digest on every node" in spec.text
+
+
+def test_an_image_that_does_not_say_its_release_leaves_the_version_to_choose() -> None:
+    spec, _, _ = write(spark_pair(vllm=image(version=None)), venv=None, image="vllm:v")
+    loaded = data(spec.text)
+    assert not spec.ready and loaded["vllm"]["version"] == CHOOSE and loaded["vllm"]["image"] == "vllm:v"
+    assert "the image does not say its vLLM release" in spec.text
