@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from launcher.cli.common import JSON, SSH_CONFIG, Printer
+from launcher.cli.common import JSON, Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
@@ -28,6 +28,12 @@ HOSTS = click.option(
 MODEL = click.option("--model", metavar="PATH", help="The model directory, the same path on every node.")
 VENV = click.option("--venv", metavar="PATH", help="The vLLM venv on the nodes (runs PATH/bin/vllm).")
 IMAGE = click.option("--image", metavar="IMAGE", help="Or: the container image holding vLLM.")
+SSH_CONFIG = click.option(
+    "--ssh-config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="ssh_config file to use (default: ~/.ssh/config); init writes it into the spec.",
+)
 
 
 def parse_hosts(text: str) -> tuple[str, ...]:
@@ -100,7 +106,10 @@ def init(
     arrives on when another is as good. Interface names may differ per node. The serve
     settings that must agree are written out with the release's defaults, as `plan` derives
     them; tensor_parallel_size is the GPUs found; on GB10 gpu_memory_utilization is 0.85.
-    What it cannot decide is written as <CHOOSE> with what to choose from: never a guess.
+    With no GPU on any node (vLLM's CPU build) each node is one worker, with enforce_eager
+    and a VLLM_CPU_KVCACHE_SPACE sized from its share of the free memory (nodes that share a
+    machine, by boot id, share it). What it cannot decide is written as <CHOOSE> with what
+    to choose from: never a guess.
 
     \b
     Exit 0: the spec is ready (next: sync models, check, up). 2: written, but the lines it
