@@ -87,27 +87,21 @@ def _nodes(d: Decisions) -> Entry:
     if choice.chosen is not None:
         notes += ["fabric: " + "; ".join(choice.why)]
     notes += [f"  not chosen: {line}" for line in choice.others]
+    links = choice.chosen.links if choice.chosen else (None,) * len(d.request.names)
+    differ = len({link.interface for link in links if link}) > 1
     items = []
-    for index, (name, host) in enumerate(zip(d.request.names, d.request.hosts, strict=True)):
-        link = choice.chosen.links[index] if choice.chosen else None
+    for index, (name, host, link) in enumerate(zip(d.request.names, d.request.hosts, links, strict=True)):
         seen = tuple(f"  {name}: {line}" for line in d.links_seen.get(name, ()))
         fields = [Entry("name", name, notes=seen), Entry("ssh", host)]
         if link is None:
             why = "no link between the nodes could be chosen (see above): give each node's fabric"
             fields += [Entry("address", None, choose=why), Entry("interface", None, choose=why)]
         else:
-            differ = len({x.interface for x in choice.chosen.links}) > 1 if choice.chosen else False
+            master = ", --master-addr" if index == 0 else ""
+            names = "; names differ between nodes" if differ else ""
             fields += [
-                Entry(
-                    "address",
-                    link.address,
-                    comment="VLLM_HOST_IP" + (", --master-addr" if index == 0 else ""),
-                ),
-                Entry(
-                    "interface",
-                    link.interface,
-                    comment="NCCL/GLOO_SOCKET_IFNAME" + ("; names differ between nodes" if differ else ""),
-                ),
+                Entry("address", link.address, comment=f"VLLM_HOST_IP{master}"),
+                Entry("interface", link.interface, comment=f"NCCL/GLOO_SOCKET_IFNAME{names}"),
             ]
             if link.rdma:
                 fields.append(Entry("hca", list(link.rdma), comment="NCCL_IB_HCA: the port's RoCE devices"))
@@ -118,12 +112,14 @@ def _nodes(d: Decisions) -> Entry:
 
 def _serve(d: Decisions, pins: tuple[Entry, ...]) -> Entry:
     total = sum(int(g.value) for g in d.gpus.values() if g.value is not None)
+    known = all(g.value for g in d.gpus.values())
+    per = "one worker per node, no GPU" if d.kind == "cpu" else "one worker per GPU found"
     children = [
         Entry(
             "tensor_parallel_size",
-            total if all(g.value for g in d.gpus.values()) else None,
-            notes=(f"the GPUs found: {total} on {len(d.gpus)} node(s)",),
-            choose=None if all(g.value for g in d.gpus.values()) else "the GPU counts are not known",
+            total if known else None,
+            notes=(f"{per}: {total} on {len(d.gpus)} node(s)",),
+            choose=None if known else "the GPU counts are not known (see the nodes' gpus)",
         ),
         *pins,
     ]
