@@ -118,7 +118,8 @@ def test_facts_reports_each_node_raw(links: None) -> None:
     assert done.returncode == 0, done.stderr
     facts = json.loads(done.stdout)
     names = {n: {i["name"] for i in f["interfaces"]} for n, f in facts.items()}
-    assert names == {"node1": {"lo", "eth0", "fab1", "iso"}, "node2": {"lo", "eth0", "fab2", "iso", "lone"}}
+    assert {"lo", "eth0", "fab1", "iso"} <= names["node1"] and not {"fab2", "lone"} & names["node1"]
+    assert {"lo", "eth0", "fab2", "iso", "lone"} <= names["node2"]
     assert facts["node2"]["ssh_address"] == "10.99.0.2"
     assert facts["node1"]["vllm"]["vllm_version"].startswith("0.32.0")
     assert "models_found" in facts["node1"]  # no --model: the usual places were searched
