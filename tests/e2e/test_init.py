@@ -129,7 +129,9 @@ def test_an_unreachable_host_writes_nothing(testbed: Path, tmp_path: Path) -> No
     spec = tmp_path / "x.yaml"
     done = init(spec, "--venv", BED / "vllm", hosts="node1,root@10.99.0.9")
     assert done.returncode == 4, done.stderr
-    assert "no spec was written" in done.stderr and "timed out reaching root@10.99.0.9:22" in done.stderr
+    # Timed out, or refused: how an absent address fails depends on ARP's timing.
+    assert "no spec was written" in done.stderr and "node 10.99.0.9: " in done.stderr
+    assert "root@10.99.0.9:22" in done.stderr
     assert not spec.exists()
 
 
