@@ -96,6 +96,7 @@ def test_the_spec_validates_and_the_nodes_pass_check(written: dict[str, Any]) ->
     assert rows["node1:29501 reachable"]["values"] == {"node2": "yes"}
 
 
+@pytest.mark.vllm_server
 def test_up_serves_with_the_spec_as_written(written: dict[str, Any]) -> None:
     spec = written["spec"]
     cli("down", spec, "--grace", "5")
