@@ -8,7 +8,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from testbed import model, netns, sshd, vllm_env
+from testbed import links, model, netns, sshd, vllm_env
 from testbed.errors import TestbedError
 from testbed.layout import BRIDGE, BRIDGE_ADDR, NODE_IFACE, NS_PREFIX, Layout, Node
 from testbed.shell import machine_lock, require_root, require_tools, run, terminate
@@ -69,6 +69,7 @@ def _down(layout: Layout) -> list[str]:
         pid_file.unlink(missing_ok=True)
     for veth in netns.veths():
         netns.delete_link(veth)
+    removed += links.remove_all()
     netns.delete_link(BRIDGE)
     layout.description.unlink(missing_ok=True)  # it describes a live bed
     return removed
@@ -99,6 +100,29 @@ def unbind_mount(layout: Layout, node_name: str, target: Path) -> None:
     """Undo bind_mount on that node."""
     pid = _sshd_pid(layout, node_name)
     run(["nsenter", "--target", str(pid), "--mount", "umount", str(target)])
+
+
+def add_link(layout: Layout, node_name: str, name: str, cidr: str, bridge: str | None) -> None:
+    """An extra interface on one node, wired to an extra bridge (or to nothing)."""
+    require_root()
+    with machine_lock():
+        links.add(_node(layout, node_name), name, cidr, bridge)
+
+
+def remove_link(layout: Layout, node_name: str, name: str | None) -> list[str]:
+    """Delete one node's extra link, or (name None) every extra link and bridge."""
+    require_root()
+    with machine_lock():
+        if name is None:
+            return links.remove_all()
+        links.remove(_node(layout, node_name), name)
+        return [name]
+
+
+def _node(layout: Layout, node_name: str) -> Node:
+    """The running node named like node2, or a clear error."""
+    _sshd_pid(layout, node_name)
+    return Node(int(node_name[len("node") :]))
 
 
 def describe(layout: Layout, venv: Path | None) -> dict[str, object]:

@@ -85,6 +85,20 @@ def _unbind(args: argparse.Namespace) -> int:
     return ExitStatus.OK
 
 
+def _link(args: argparse.Namespace) -> int:
+    """Add or delete an extra interface on one node (tests of how init picks the fabric)."""
+    layout = Layout(args.dir)
+    if args.action == "add" and not (args.name and args.address):
+        raise TestbedError(
+            "link add needs NODE NAME ADDRESS", "e.g. link add node2 fab2 10.97.0.2/24 --bridge sltbf1"
+        )
+    if args.action == "add":
+        bed.add_link(layout, args.node, args.name, args.address, args.bridge)
+    else:
+        print("removed: " + (" ".join(bed.remove_link(layout, args.node, args.name)) or "nothing"))
+    return ExitStatus.OK
+
+
 def _parser() -> argparse.ArgumentParser:
     """The argument parser with one subcommand per operation."""
     common = argparse.ArgumentParser(add_help=False)
@@ -131,4 +145,11 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument("source", type=Path)
         p.add_argument("target", type=Path)
         p.set_defaults(func=func)
+    p = sub.add_parser("link", parents=[common], help="add or delete an extra interface on a node")
+    p.add_argument("action", choices=["add", "del"])
+    p.add_argument("node", nargs="?", default="node1", help="node1, node2, ... (del without NAME: all)")
+    p.add_argument("name", nargs="?", help="the interface name inside the node, e.g. fab2")
+    p.add_argument("address", nargs="?", help="add: the address with its prefix, e.g. 10.97.0.2/24")
+    p.add_argument("--bridge", help="add: wire it to this extra bridge (sltbf...); default: to nothing")
+    p.set_defaults(func=_link)
     return parser

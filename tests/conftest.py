@@ -21,6 +21,8 @@ from launcher.node.cluster import Cluster
 from launcher.node.executor import LocalExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
+# Test data holds sysfs-shaped trees whose links loop back (as /sys does): nothing to collect there.
+collect_ignore = ["data"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_commands, spec_commands
+from launcher.cli import cluster_commands, init_commands, spec_commands
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -23,6 +23,8 @@ def cli() -> None:
 
     \b
     Start here:
+      spark-launch init --hosts spark-1,spark-2 --model /models/M --venv /opt/vllm  # write cluster.yaml
+      spark-launch facts --hosts spark-1,spark-2 --json  # what each node reports (for bug reports)
       spark-launch validate cluster.yaml    # every problem of the spec, with file:line
       spark-launch plan cluster.yaml        # each node's exact command, and why
       spark-launch check cluster.yaml       # are the nodes alike? (vLLM, model, env, network)
@@ -40,6 +42,8 @@ def cli() -> None:
 
 
 for command in (
+    init_commands.init,
+    init_commands.facts,
     spec_commands.plan,
     spec_commands.validate,
     spec_commands.schema,

@@ -134,3 +134,8 @@ def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:
         n.name: start_calls(run_dir(plan.cluster, n.name), node_job(spec, plan, n, "<run id>", masked))
         for n in plan.nodes
     }
+
+
+def discover_call(directory: str, request: dict[str, Any]) -> Call:
+    """What `init` needs from a node: interfaces and RDMA devices, GPUs, vLLM, the model."""
+    return script("discover", directory, json.dumps(request), timeout=300)

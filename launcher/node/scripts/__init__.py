@@ -2,8 +2,10 @@
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
 `python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
-Libraries (`common.py`, `inputs.py`, `installed.py`) hold what several scripts share; `bundle` inlines
-the ones a script imports in front of it. The probe runs under the node's own vLLM
+Libraries (`common.py`, `inputs.py`, `installed.py`) hold what several scripts share, and a
+script may also borrow functions from another script (`from launcher.node.scripts.facts
+import ...`): `bundle` inlines what a script imports in front of it, each module once, a
+borrowed script without its command-line entry. The probe runs under the node's own vLLM
 install instead (`probe.py` imports vLLM).
 """
 
@@ -17,17 +19,18 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SIBLING = re.compile(r"from launcher\.node\.scripts\.(\w+) import")
 FUTURE = "from __future__ import annotations"
-NAMES = ("start", "status", "watch", "stop", "logs", "lock", "facts", "net", "probe")
-LIBRARIES = ("common", "inputs", "installed")  # inlined into the scripts that import them
+ENTRY = 'if __name__ == "__main__":'
+NAMES = ("start", "status", "watch", "stop", "logs", "lock", "facts", "net", "probe", "discover")
+LIBRARIES = ("common", "inputs", "installed")  # no entry of their own: only ever inlined
 
 
 @functools.cache
 def bundle(name: str) -> str:
-    """The source sent for node script `name`: the libraries it imports inlined in front of it."""
+    """The source sent for node script `name`: the modules it imports inlined in front of it."""
     if name not in NAMES:
         raise ValueError(f"no node script named {name!r}")
     parts: list[str] = []
-    _inline(name, parts, set())
+    _inline(name, parts, set(), entry=True)
     return "\n\n".join(parts) + "\n"
 
 
@@ -36,20 +39,24 @@ def tag(name: str) -> str:
     return hashlib.sha256(bundle(name).encode()).hexdigest()[:16]
 
 
-def _inline(name: str, parts: list[str], done: set[str]) -> None:
-    """Append module `name` to `parts` after the libraries it imports, each once."""
+def _inline(name: str, parts: list[str], done: set[str], entry: bool) -> None:
+    """Append module `name` to `parts` after the modules it imports, each once (a borrowed
+    script without its entry)."""
     done.add(name)
     body: list[str] = []
     skipping = False
     for line in (HERE / f"{name}.py").read_text().splitlines():
         found = SIBLING.match(line)
-        if found:  # the import of a library, one line or parenthesised
+        if not entry and line.startswith(ENTRY):
+            break
+        if found:  # the import of another module, one line or parenthesised
             if found.group(1) not in done:
-                _inline(found.group(1), parts, done)
+                _inline(found.group(1), parts, done, entry=False)
             skipping = line.split("#")[0].rstrip().endswith("(")
         elif skipping:
             skipping = not line.startswith(")")
         elif line != FUTURE:
             body.append(line)
     head = [FUTURE] if not parts else []
-    parts.append("\n".join([*head, f"# ---- {name}.py", *body]))
+    label = "" if entry or name in LIBRARIES else " (borrowed)"
+    parts.append("\n".join([*head, f"# ---- {name}.py{label}", *body]))

@@ -37,7 +37,9 @@ def dist_version(site: str, name: str) -> str | None:
 
 def record(dist: str, package: str) -> dict[str, str]:
     """RECORD's sha256 (urlsafe base64, as wheels write it) of each file under `package`/."""
-    out = {}
+    out: dict[str, str] = {}
+    if not os.path.isfile(os.path.join(dist, "RECORD")):  # an install that recorded nothing
+        return out
     with open(os.path.join(dist, "RECORD"), newline="") as f:
         for row in csv.reader(f):  # a CSV file: paths may hold commas, quoted
             if len(row) >= 2 and row[0].startswith(package + "/"):

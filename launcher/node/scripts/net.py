@@ -10,7 +10,7 @@ from launcher.node.scripts.common import emit, run_directory  # inlined when sen
 
 
 def listen(directory: str, address: str, port: str, expect: str, seconds: str) -> None:
-    """Accept `expect` TCP connections on address:port within `seconds`; report who came."""
+    """Accept `expect` TCP connections on address:port (port 0: any free one) in `seconds`; say who came."""
     import socket
 
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
@@ -22,7 +22,8 @@ def listen(directory: str, address: str, port: str, expect: str, seconds: str) -
         except OSError as exc:
             return emit(ok=False, error=f"cannot listen on {address}:{port}: {exc.strerror}")
         server.listen(16)
-        sys.stdout.write(json.dumps({"listening": True}) + "\n")
+        # The port as bound: port 0 asks the kernel for a free one.
+        sys.stdout.write(json.dumps({"listening": True, "port": server.getsockname()[1]}) + "\n")
         sys.stdout.flush()
         deadline = time.time() + float(seconds)
         while len(peers) < int(expect) and time.time() < deadline:
