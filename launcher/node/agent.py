@@ -77,3 +77,27 @@ class Agent:
     def facts(self, request: dict[str, Any]) -> dict[str, Any]:
         """What `check` compares, gathered on the node."""
         return self.ask(remote.facts_call(self.dir, request))
+
+    def manifest(self, path: str, on_event: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """A model directory's manifest; hashing progress goes to `on_event` as it comes."""
+        answer: dict[str, Any] = {}
+
+        def on_line(line: str) -> None:
+            if line.startswith("{"):
+                data = json.loads(line)
+                if "event" in data:
+                    if on_event is not None:
+                        on_event(data)
+                else:
+                    answer.update(data)
+
+        result = self.stream(remote.manifest_call(self.dir, path), on_line)
+        if not answer:
+            raise NodeError(
+                self.node,
+                f"the node script manifest failed on {path} (exit {result.exited})",
+                "the node needs python3 (3.8 or newer) on its PATH",
+            )
+        if not answer.get("ok"):
+            raise NodeError(self.node, f"cannot read the model directory {path}: {answer.get('error')}")
+        return answer

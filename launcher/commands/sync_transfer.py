@@ -1,0 +1,204 @@
+"""The copy itself: every target at once, rsync from the source, then verified by manifest.
+
+Direct: the source runs rsync to the target's fabric address over its own SSH.
+Relayed: the source's rsync speaks through its SSH session to this machine, which passes
+the stream to an `rsync --server` started on the target over the target's SSH session.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from launcher.core import remote
+from launcher.core.manifest import Manifest
+from launcher.core.sync_report import DirPlan, NodeOutcome
+from launcher.core.transfer import DEFAULT_RSH, Progress, plan_transfer, remote_target, rsync_argv
+from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster
+from launcher.node.executor import NodeError, Stream, fan_out
+
+if TYPE_CHECKING:
+    from launcher.commands.sync_models import SyncOptions, SyncReporter
+
+TRIES = 2  # a copy whose result still differs is made once more
+
+
+def copy_all(
+    cluster: Cluster,
+    source: str,
+    found: dict[str, Manifest],
+    outcomes: list[NodeOutcome],
+    options: SyncOptions,
+    reporter: SyncReporter,
+) -> list[NodeOutcome]:
+    """Copy to every target that needs it, in parallel; each one's outcome."""
+    agent = cluster.agents[source]
+    agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
+    copying = {o.node: o for o in outcomes if o.state == "would copy"}
+    done = fan_out(copying, lambda n: _copy(cluster, source, found, copying[n], options, reporter))
+    out = []
+    for o in outcomes:
+        result = done.get(o.node, o)
+        if isinstance(result, SparkLaunchError):
+            result = replace(o, state="failed", detail=result.message, hint=result.hint)
+        out.append(result)
+    return out
+
+
+def _copy(
+    cluster: Cluster,
+    source: str,
+    found: dict[str, Manifest],
+    outcome: NodeOutcome,
+    options: SyncOptions,
+    reporter: SyncReporter,
+) -> NodeOutcome:
+    """Every directory of one target: ready it, copy, verify (once more if it still differs)."""
+    started = time.monotonic()
+    node = outcome.node
+    progress = Progress(sum(d.transfer.list_bytes for d in outcome.dirs), started=started, at=started)
+    sent, base = 0, 0
+    for index, plan in enumerate(outcome.dirs):
+        current = plan
+        for attempt in range(TRIES):
+            if not current.transfer.needed:
+                break
+            _prepare(cluster, node, f"{node}-{index}", current)
+            if current.transfer.send:
+                progress = _send(
+                    cluster, source, node, f"{node}-{index}", current, options, base, progress, reporter
+                )
+            sent += current.transfer.send_bytes
+            reporter.info(f"{node}: verifying {current.label} {current.path}" + (" again" if attempt else ""))
+            have = Manifest.of(cluster.agents[node].manifest(current.path))
+            current = replace(current, transfer=plan_transfer(found[plan.label], have))
+        if current.transfer.needed:
+            bad = ", ".join(current.transfer.send + current.transfer.extra)
+            raise NodeError(node, f"{plan.path} still differs from {source}'s after {TRIES} copies: {bad}")
+        base += plan.transfer.list_bytes
+    return replace(outcome, state="copied", sent_bytes=sent, seconds=time.monotonic() - started)
+
+
+def _prepare(cluster: Cluster, node: str, name: str, plan: DirPlan) -> None:
+    agent = cluster.agents[node]
+    handover, run = remote.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
+    agent.run(handover).checked(node, "handing over the prepare job")
+    answer = agent.ask(run)
+    if not answer.get("ok"):
+        detail = answer.get("error") or "; ".join(answer.get("errors", []))
+        raise NodeError(node, f"cannot make {plan.path} ready: {detail}", "check the owner and mode there")
+
+
+def _send(
+    cluster: Cluster,
+    source: str,
+    node: str,
+    name: str,
+    plan: DirPlan,
+    options: SyncOptions,
+    base: int,
+    progress: Progress,
+    reporter: SyncReporter,
+) -> Progress:
+    """rsync one directory's files to the target; the progress after it."""
+    spec_node = next(n for n in cluster.spec.nodes if n.name == node)
+    destination = remote_target(spec_node.address, spec_node.ssh, plan.path)
+    bwlimit = int(options.bwlimit * 1000 * 1000 / 1024) if options.bwlimit else None
+    argv = rsync_argv(plan.path, destination, bwlimit)
+    agent = cluster.agents[source]
+    handover, run = remote.transfer_calls(
+        agent.dir, name, argv, plan.transfer.send, DEFAULT_RSH, options.relay
+    )
+    agent.run(handover).checked(source, "handing over the transfer job")
+    state = {"progress": progress}
+
+    def on_event(event: dict[str, Any]) -> None:
+        state["progress"] = state["progress"].advance(base + int(event["bytes"]), time.monotonic())
+        reporter.progress(node, state["progress"])
+
+    if options.relay:
+        answer = _relayed(cluster, source, node, run.command, on_event)
+    else:
+        answer = _direct(cluster, source, run, on_event)
+    if not answer.get("ok"):
+        raise NodeError(
+            node,
+            f"rsync from {source} failed (exit {answer.get('exit')}): {answer.get('error') or 'no output'}",
+            "run sync models again: it continues where it stopped",
+        )
+    return state["progress"]
+
+
+def _direct(
+    cluster: Cluster, source: str, run: remote.Call, on_event: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    answer: dict[str, Any] = {}
+
+    def on_line(line: str) -> None:
+        if line.startswith("{"):
+            data = json.loads(line)
+            if data.get("event") == "progress":
+                on_event(data)
+            elif "event" not in data:
+                answer.update(data)
+
+    cluster.agents[source].stream(run, on_line)
+    return answer
+
+
+def _relayed(
+    cluster: Cluster, source: str, node: str, command: str, on_event: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Run the source's rsync with this machine as its remote shell to the target; its final answer."""
+    sender = cluster.executor.open(source, command)
+    answer: dict[str, Any] = {}
+    receiver: Stream | None = None
+    pumps: list[threading.Thread] = []
+    try:
+        for line in sender.stderr_lines():
+            data = json.loads(line) if line.startswith("{") else {}
+            if data.get("event") == "progress":
+                on_event(data)
+            elif data.get("event") == "relay":
+                receiver = cluster.executor.open(node, _server_command(node, data["command"]))
+                pumps = [
+                    _pump(sender.recv, receiver.send, receiver.send_eof),
+                    _pump(receiver.recv, sender.send, sender.send_eof),
+                ]
+            elif data and "event" not in data:
+                answer = data
+        for pump in pumps:
+            pump.join(30)
+    finally:
+        if receiver is not None:
+            receiver.close()
+        sender.close()
+    return answer
+
+
+def _server_command(node: str, command: list[str]) -> str:
+    """The rsync server the source's rsync asks for on the target: that, and nothing else."""
+    if command[:2] != ["rsync", "--server"] or "--sender" in command:
+        raise NodeError(node, f"the relay was asked to run something else than an rsync receiver: {command}")
+    return " ".join(command)  # as ssh passes it: rsync has already quoted it for the remote shell
+
+
+def _pump(
+    read: Callable[[int], bytes], write: Callable[[bytes], None], end: Callable[[], None]
+) -> threading.Thread:
+    def run() -> None:
+        try:
+            for chunk in iter(lambda: read(1 << 16), b""):
+                write(chunk)
+            end()
+        except (OSError, EOFError, ValueError):
+            pass  # the other side went away: its own status says why
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
