@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from launcher.core import remote
@@ -20,7 +20,7 @@ from launcher.core.sync_report import DirPlan, NodeOutcome
 from launcher.core.transfer import DEFAULT_RSH, Progress, plan_transfer, remote_target, rsync_argv
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import NodeError, Stream, fan_out
+from launcher.node.executor import NodeError, Stream
 
 if TYPE_CHECKING:
     from launcher.commands.sync_models import SyncOptions, SyncReporter
@@ -40,7 +40,7 @@ def copy_all(
     agent = cluster.agents[source]
     agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
     copying = {o.node: o for o in outcomes if o.state == "would copy"}
-    done = fan_out(copying, lambda n: _copy(cluster, source, found, copying[n], options, reporter))
+    done = _all_at_once(copying, lambda n: _copy(cluster, source, found, copying[n], options, reporter))
     out = []
     for o in outcomes:
         result = done.get(o.node, o)
@@ -48,6 +48,37 @@ def copy_all(
             result = replace(o, state="failed", detail=result.message, hint=result.hint)
         out.append(result)
     return out
+
+
+def _all_at_once(names: Iterable[str], task: Callable[[str], NodeOutcome]) -> dict[str, Any]:
+    """Like fan_out, in daemon threads: on Ctrl-C the caller closes the connections and leaves
+    at once (each source's transfer script then stops its rsync), instead of waiting here."""
+    results: dict[str, Any] = {}
+
+    def guarded(name: str) -> None:
+        try:
+            results[name] = task(name)
+        except SparkLaunchError as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=guarded, args=(n,), daemon=True) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    return results
+
+
+@dataclass
+class _Tally:
+    """One target's copy so far: its progress, bytes sent, seconds copying and verifying."""
+
+    progress: Progress
+    base: int = 0  # bytes of the directories already done (progress counts across them)
+    sent: int = 0
+    copying: float = 0.0
+    verifying: float = 0.0
 
 
 def _copy(
@@ -58,30 +89,63 @@ def _copy(
     options: SyncOptions,
     reporter: SyncReporter,
 ) -> NodeOutcome:
-    """Every directory of one target: ready it, copy, verify (once more if it still differs)."""
-    started = time.monotonic()
-    node = outcome.node
-    progress = Progress(sum(d.transfer.list_bytes for d in outcome.dirs), started=started, at=started)
-    sent, base = 0, 0
+    """Every directory of one target, one after the other; the target's outcome."""
+    now = time.monotonic()
+    tally = _Tally(Progress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now))
     for index, plan in enumerate(outcome.dirs):
-        current = plan
-        for attempt in range(TRIES):
-            if not current.transfer.needed:
-                break
-            _prepare(cluster, node, f"{node}-{index}", current)
-            if current.transfer.send:
-                progress = _send(
-                    cluster, source, node, f"{node}-{index}", current, options, base, progress, reporter
-                )
-            sent += current.transfer.send_bytes
-            reporter.info(f"{node}: verifying {current.label} {current.path}" + (" again" if attempt else ""))
-            have = Manifest.of(cluster.agents[node].manifest(current.path))
-            current = replace(current, transfer=plan_transfer(found[plan.label], have))
-        if current.transfer.needed:
-            bad = ", ".join(current.transfer.send + current.transfer.extra)
-            raise NodeError(node, f"{plan.path} still differs from {source}'s after {TRIES} copies: {bad}")
-        base += plan.transfer.list_bytes
-    return replace(outcome, state="copied", sent_bytes=sent, seconds=time.monotonic() - started)
+        _copy_dir(
+            cluster,
+            source,
+            found[plan.label],
+            outcome.node,
+            f"{outcome.node}-{index}",
+            plan,
+            options,
+            reporter,
+            tally,
+        )
+        tally.base += plan.transfer.list_bytes
+    return replace(
+        outcome,
+        state="copied",
+        sent_bytes=tally.sent,
+        copy_seconds=tally.copying,
+        verify_seconds=tally.verifying,
+    )
+
+
+def _copy_dir(
+    cluster: Cluster,
+    source: str,
+    want: Manifest,
+    node: str,
+    name: str,
+    plan: DirPlan,
+    options: SyncOptions,
+    reporter: SyncReporter,
+    tally: _Tally,
+) -> None:
+    """One directory: ready it, copy, verify; once more if it still differs, then an error."""
+    current = plan
+    for attempt in range(TRIES):
+        if not current.transfer.needed:
+            return
+        _prepare(cluster, node, name, current)
+        began = time.monotonic()
+        if current.transfer.send:
+            tally.progress = _send(
+                cluster, source, node, name, current, options, tally.base, tally.progress, reporter
+            )
+        tally.sent += current.transfer.send_bytes
+        reporter.info(f"{node}: verifying {current.label} {current.path}" + (" again" if attempt else ""))
+        checked = time.monotonic()
+        have = Manifest.of(cluster.agents[node].manifest(current.path))
+        tally.copying += checked - began
+        tally.verifying += time.monotonic() - checked
+        current = replace(current, transfer=plan_transfer(want, have))
+    if current.transfer.needed:
+        bad = ", ".join(current.transfer.send + current.transfer.extra)
+        raise NodeError(node, f"{plan.path} still differs from {source}'s after {TRIES} copies: {bad}")
 
 
 def _prepare(cluster: Cluster, node: str, name: str, plan: DirPlan) -> None:

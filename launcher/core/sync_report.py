@@ -35,7 +35,8 @@ class NodeOutcome:
     detail: str = ""
     hint: str | None = None
     sent_bytes: int = 0
-    seconds: float = 0.0
+    copy_seconds: float = 0.0  # rsync's time, all directories together
+    verify_seconds: float = 0.0  # the target's manifest after the copy
     unreachable: bool = False
 
     @property
@@ -82,7 +83,7 @@ class SyncResult:
 
 def sync_text(result: SyncResult) -> str:
     """Per source model a line; per target its state and, for what is (or would be) copied, the numbers."""
-    verb = "would" if result.dry_run else "did"
+    verb = "would send" if result.dry_run else "sent"
     lines = [
         f"source {result.source}: {m.label} {m.path}: {m.files} files, {human(m.bytes)}"
         f" (sha256 manifest {m.digest[:12]}; hashed now: {human(m.hashed_bytes)})"
@@ -91,8 +92,11 @@ def sync_text(result: SyncResult) -> str:
     for n in result.nodes:
         head = f"{n.node}: {n.state}"
         if n.state == "copied":
-            rate = n.sent_bytes / n.seconds if n.seconds else 0
-            head += f", {human(n.sent_bytes)} in {n.seconds:.1f} s ({human(rate)}/s), verified"
+            rate = n.sent_bytes / n.copy_seconds if n.copy_seconds else 0
+            head += (
+                f": {human(n.sent_bytes)} in {n.copy_seconds:.1f} s ({human(rate)}/s), "
+                f"verified in {n.verify_seconds:.1f} s"
+            )
         lines.append(head + (f": {n.detail}" if n.detail else ""))
         for d in n.dirs:
             lines += [f"    {line}" for line in _dir_lines(d, verb)]
@@ -107,7 +111,7 @@ def _dir_lines(d: DirPlan, verb: str) -> list[str]:
     t = d.transfer
     if not t.needed:
         return [f"{d.label} {d.path}: identical ({t.identical} files)"]
-    out = [f"{d.label} {d.path}: {verb} send {human(t.send_bytes)}; {t.identical} files already identical"]
+    out = [f"{d.label} {d.path}: {verb} {human(t.send_bytes)}; {t.identical} files already identical"]
     for what, names in (
         ("missing", t.missing),
         ("continue (shorter)", t.resume),

@@ -95,13 +95,26 @@ def send(directory: str, job: dict[str, Any]) -> None:
     try:
         watch(proc, proc.stdout, events)
     except OSError:  # the launcher is gone (broken pipe): stop the copy; a later run resumes
-        os.killpg(proc.pid, signal.SIGTERM)
+        stop(proc)
         raise SystemExit(1) from None
     finally:
         if server is not None:
             os.unlink(sock_path)
     tail = b" / ".join(line.strip() for line in errors[-3:]).decode(errors="replace")
     say(events, ok=proc.returncode == 0, exit=proc.returncode, error=tail, seconds=time.monotonic() - started)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop rsync and its remote shell (its process group), and reap them."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=5)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def watch(proc: subprocess.Popen[bytes], out: Any, events: Any) -> None:
