@@ -37,9 +37,8 @@ def write_sharded_model(target: Path, tokenizer_from: Path, shards: int, shard_b
 def _write_shard(path: Path, tensor: str, size: int) -> None:
     """One safetensors file holding one bf16 tensor of random bytes."""
     elements = size // 2
-    header = json.dumps(
-        {tensor: {"dtype": "BF16", "shape": [elements], "data_offsets": [0, 2 * elements]}, "__metadata__": {}}
-    ).encode()
+    entry = {"dtype": "BF16", "shape": [elements], "data_offsets": [0, 2 * elements]}
+    header = json.dumps({tensor: entry, "__metadata__": {}}).encode()
     with path.open("wb") as f:
         f.write(struct.pack("<Q", len(header)) + header)
         left = 2 * elements

@@ -131,7 +131,11 @@ def test_a_missing_model_or_shard_fails() -> None:
 def test_identical_models_pass_with_one_summary_row() -> None:
     spec, _ = plan_and_spec()
     rows = model_rows(spec, {"n1": node_facts(), "n2": node_facts()})
-    assert [r.item for r in rows] == ["/models/m exists", "model complete", "model files (5, 21.0 MB, sha256)"]
+    assert [r.item for r in rows] == [
+        "/models/m exists",
+        "model complete",
+        "model files (5, 21.0 MB, sha256)",
+    ]
     assert all(r.ok for r in rows)
 
 

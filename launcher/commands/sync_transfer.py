@@ -7,6 +7,7 @@ the stream to an `rsync --server` started on the target over the target's SSH se
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -222,7 +223,8 @@ def _relayed(
     sender = cluster.executor.open(source, command)
     answer: dict[str, Any] = {}
     receiver: Stream | None = None
-    pumps: list[threading.Thread] = []
+    threads: list[threading.Thread] = []
+    said: list[str] = []  # what the target's rsync said on stderr
     try:
         for line in sender.stderr_lines():
             data = json.loads(line) if line.startswith("{") else {}
@@ -230,18 +232,21 @@ def _relayed(
                 on_event(data)
             elif data.get("event") == "relay":
                 receiver = cluster.executor.open(node, _server_command(node, data["command"]))
-                pumps = [
+                threads = [
                     _pump(sender.recv, receiver.send, receiver.send_eof),
                     _pump(receiver.recv, sender.send, sender.send_eof),
+                    _thread(functools.partial(_collect, receiver, said)),
                 ]
             elif data and "event" not in data:
                 answer = data
-        for pump in pumps:
-            pump.join(30)
+        for thread in threads:
+            thread.join(30)
     finally:
         if receiver is not None:
             receiver.close()
         sender.close()
+    if said and not answer.get("ok"):
+        answer["error"] = f"{answer.get('error', '')} / {node}: {' / '.join(said[-2:])}"
     return answer
 
 
@@ -255,6 +260,8 @@ def _server_command(node: str, command: list[str]) -> str:
 def _pump(
     read: Callable[[int], bytes], write: Callable[[bytes], None], end: Callable[[], None]
 ) -> threading.Thread:
+    """Copy one direction of the relayed stream until its end, then close the other side's input."""
+
     def run() -> None:
         try:
             for chunk in iter(lambda: read(1 << 16), b""):
@@ -263,6 +270,14 @@ def _pump(
         except (OSError, EOFError, ValueError):
             pass  # the other side went away: its own status says why
 
+    return _thread(run)
+
+
+def _collect(stream: Stream, lines: list[str]) -> None:
+    lines.extend(stream.stderr_lines())
+
+
+def _thread(run: Callable[[], object]) -> threading.Thread:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -149,21 +150,27 @@ def rsyncs() -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.parametrize(
+    ("stop", "exit_code"),
+    [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGINT, 130)],
+    ids=["launcher-killed", "ctrl-c"],
+)
 def test_an_interrupted_copy_resumes_without_copying_finished_files_again(
-    spec: Path, node2: Path, model: list[str]
+    spec: Path, node2: Path, model: list[str], stop: signal.Signals, exit_code: int
 ) -> None:
+    """Killed (as with a lost connection), or Ctrl-C: the source stops its rsync; the next run continues."""
     proc = start_cli("sync", "models", spec, "--bwlimit", "30")  # about 10 s for 300 MB
     assert proc.stderr is not None
     for line in proc.stderr:
         found = re.search(r"node2 .* (\d+)%", line)
         if found and int(found.group(1)) >= 40:
             break
-    proc.kill()  # half-way: the launcher is gone, as after a lost connection
-    proc.wait()
+    proc.send_signal(stop)  # half-way
+    assert proc.wait(timeout=60) == exit_code
     deadline = time.monotonic() + 15
     while rsyncs() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert rsyncs() == []  # the source stopped its rsync: nothing copies on unattended
+    assert rsyncs() == []  # the source stopped its rsync: nothing goes on copying unattended
     finished = {
         p.name: (p.stat().st_ino, p.stat().st_ctime_ns)
         for p in node2.iterdir()
