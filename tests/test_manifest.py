@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from launcher.core import remote
 from launcher.core.manifest import Manifest, missing_parts
 from launcher.node.agent import Agent
 from launcher.node.executor import LocalExecutor
@@ -173,3 +175,35 @@ def test_prepare_creates_the_directory(tmp_path: Path) -> None:
 def test_the_sync_scripts_parse_as_python_3_8(name: str) -> None:
     """Sent whole to nodes whose python3 may be old: no syntax newer than 3.8."""
     ast.parse(bundle(name), feature_version=(3, 8))
+
+
+def test_while_a_copy_runs_each_finished_file_is_hashed_into_the_cache(tmp_path: Path) -> None:
+    """The watch: a file counts as finished once it has the source's size and mtime (rsync sets
+    the mtime last); the manifest after the copy then hashes nothing that was watched."""
+    make_model(tmp_path / "src")
+    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    node = agent(tmp_path / "home2")
+    (tmp_path / "dst").mkdir()
+    expect = {rel: [source.files[rel].size, source.mtimes[rel]] for rel in source.files}
+    watcher = node.open(remote.prehash_call(node.dir, str(tmp_path / "dst"), expect))
+    for rel in source.files:  # the copy: content first, the source's times last
+        shutil.copyfile(tmp_path / "src" / rel, tmp_path / "dst" / rel)
+        shutil.copystat(tmp_path / "src" / rel, tmp_path / "dst" / rel)
+    out = b"".join(iter(lambda: watcher.recv(65536), b""))
+    assert watcher.wait() == 0
+    assert json.loads(out.splitlines()[-1]) == {"ok": True, "bytes": source.total_bytes}
+    after = node.manifest(str(tmp_path / "dst"))
+    assert after["hashed_bytes"] == 0 and Manifest.of(after).files == source.files
+
+
+def test_a_file_not_finished_is_not_hashed_while_watching(tmp_path: Path) -> None:
+    (tmp_path / "dst").mkdir()
+    (tmp_path / "dst" / "a.bin").write_bytes(b"x" * 100)  # the right size, but not the source's mtime
+    node = agent(tmp_path / "home")
+    watcher = node.open(remote.prehash_call(node.dir, str(tmp_path / "dst"), {"a.bin": [100, 1]}))
+    first = b""
+    while b"\n" not in first:
+        first += watcher.recv(65536)
+    watcher.close()
+    assert json.loads(first.splitlines()[0]) == {"event": "idle", "bytes": 0, "pending": 1}
+    assert not (tmp_path / "dst" / ".spark-launch-manifest.json").exists()

@@ -1,13 +1,13 @@
 """The copy itself: every target at once, rsync from the source, then verified by manifest.
 
 Direct: the source runs rsync to the target's fabric address over its own SSH.
-Relayed: the source's rsync speaks through its SSH session to this machine, which passes
-the stream to an `rsync --server` started on the target over the target's SSH session.
+Relayed: through this machine (sync_relay). Either way the target hashes each file as soon
+as the copy has finished it (into its manifest cache), so the check after the copy, which
+must find the source's manifest, mostly reads the cache.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import threading
 import time
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from launcher.commands.sync_relay import relayed
 from launcher.core import remote
 from launcher.core.manifest import Manifest
 from launcher.core.sync_report import DirPlan, NodeOutcome
@@ -134,12 +135,17 @@ def _copy_dir(
         _prepare(cluster, node, name, current)
         began = time.monotonic()
         if current.transfer.send:
-            tally.progress = _send(
-                cluster, source, node, name, current, options, tally.base, tally.progress, reporter
-            )
+            watcher = Prehash.start(cluster, node, want, current)
+            try:
+                tally.progress = _send(
+                    cluster, source, node, name, current, options, tally.base, tally.progress, reporter
+                )
+            finally:
+                checked = time.monotonic()
+                watcher.finish()
         tally.sent += current.transfer.send_bytes
         reporter.info(f"{node}: verifying {current.label} {current.path}" + (" again" if attempt else ""))
-        checked = time.monotonic()
+        checked = time.monotonic() if not current.transfer.send else checked
         have = Manifest.of(cluster.agents[node].manifest(current.path))
         tally.copying += checked - began
         tally.verifying += time.monotonic() - checked
@@ -187,7 +193,7 @@ def _send(
         reporter.progress(node, state["progress"])
 
     if options.relay:
-        answer = _relayed(cluster, source, node, run.command, on_event)
+        answer = relayed(cluster, source, node, run.command, on_event)
     else:
         answer = _direct(cluster, source, run, on_event)
     if not answer.get("ok"):
@@ -216,68 +222,51 @@ def _direct(
     return answer
 
 
-def _relayed(
-    cluster: Cluster, source: str, node: str, command: str, on_event: Callable[[dict[str, Any]], None]
-) -> dict[str, Any]:
-    """Run the source's rsync with this machine as its remote shell to the target; its final answer."""
-    sender = cluster.executor.open(source, command)
-    answer: dict[str, Any] = {}
-    receiver: Stream | None = None
-    threads: list[threading.Thread] = []
-    said: list[str] = []  # what the target's rsync said on stderr
-    try:
-        for line in sender.stderr_lines():
-            data = json.loads(line) if line.startswith("{") else {}
-            if data.get("event") == "progress":
-                on_event(data)
-            elif data.get("event") == "relay":
-                receiver = cluster.executor.open(node, _server_command(node, data["command"]))
-                threads = [
-                    _pump(sender.recv, receiver.send, receiver.send_eof),
-                    _pump(receiver.recv, sender.send, sender.send_eof),
-                    _thread(functools.partial(_collect, receiver, said)),
-                ]
-            elif data and "event" not in data:
-                answer = data
-        for thread in threads:
-            thread.join(30)
-    finally:
-        if receiver is not None:
-            receiver.close()
-        sender.close()
-    if said and not answer.get("ok"):
-        answer["error"] = f"{answer.get('error', '')} / {node}: {' / '.join(said[-2:])}"
-    return answer
+class Prehash:
+    """The target hashing the copied files as they complete (the manifest script's `watch`)."""
 
+    LIMIT = 1 << 17  # its request travels as one argument: beyond this, the check hashes all
 
-def _server_command(node: str, command: list[str]) -> str:
-    """The rsync server the source's rsync asks for on the target: that, and nothing else."""
-    if command[:2] != ["rsync", "--server"] or "--sender" in command:
-        raise NodeError(node, f"the relay was asked to run something else than an rsync receiver: {command}")
-    return " ".join(command)  # as ssh passes it: rsync has already quoted it for the remote shell
+    def __init__(self, stream: Stream | None) -> None:
+        self.stream = stream
+        self.idle = threading.Event()
+        self.ended = threading.Event()
+        if stream is None:
+            self.ended.set()
+        else:
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
+    @classmethod
+    def start(cls, cluster: Cluster, node: str, want: Manifest, plan: DirPlan) -> Prehash:
+        """Start watching the files `plan` sends (known sizes and mtimes), or nothing."""
+        expect = {
+            rel: [want.files[rel].size, want.mtimes[rel]] for rel in plan.transfer.send if rel in want.mtimes
+        }
+        agent = cluster.agents[node]
+        call = remote.prehash_call(agent.dir, plan.path, expect)
+        if not expect or len(call.command) > cls.LIMIT:
+            return cls(None)
+        return cls(agent.open(call))
 
-def _pump(
-    read: Callable[[int], bytes], write: Callable[[bytes], None], end: Callable[[], None]
-) -> threading.Thread:
-    """Copy one direction of the relayed stream until its end, then close the other side's input."""
-
-    def run() -> None:
+    def _read(self, stream: Stream) -> None:
+        buffer = b""
         try:
-            for chunk in iter(lambda: read(1 << 16), b""):
-                write(chunk)
-            end()
+            for chunk in iter(lambda: stream.recv(1 << 16), b""):
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if line.startswith(b"{"):
+                        event = json.loads(line).get("event")
+                        (self.idle.set if event == "idle" else self.idle.clear)()
         except (OSError, EOFError, ValueError):
-            pass  # the other side went away: its own status says why
+            pass  # it went away: the check after the copy hashes what it did not
+        finally:
+            self.ended.set()
 
-    return _thread(run)
-
-
-def _collect(stream: Stream, lines: list[str]) -> None:
-    lines.extend(stream.stderr_lines())
-
-
-def _thread(run: Callable[[], object]) -> threading.Thread:
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+    def finish(self, limit: float = 3600) -> None:
+        """After the copy: let it hash what the copy finished (until it is done or idle), then stop it."""
+        self.idle.clear()
+        deadline = time.monotonic() + limit
+        while not self.ended.wait(0.2) and not self.idle.is_set() and time.monotonic() < deadline:
+            pass
+        if self.stream is not None:
+            self.stream.close()

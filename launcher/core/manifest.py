@@ -52,6 +52,7 @@ class Manifest:
     unreadable: tuple[str, ...] = ()
     hashed_bytes: int = 0  # bytes hashed for this answer; the rest came from the cache
     room: Room | None = None
+    mtimes: Mapping[str, int] = field(default_factory=dict)  # whole seconds; not part of identity
 
     @classmethod
     def of(cls, answer: Mapping[str, Any]) -> Manifest:
@@ -66,6 +67,7 @@ class Manifest:
             indexes={k: None if v is None else tuple(v) for k, v in answer.get("indexes", {}).items()},
             unreadable=tuple(answer.get("unreadable", ())),
             hashed_bytes=int(answer.get("hashed_bytes", 0)),
+            mtimes={rel: int(t) for rel, t in answer.get("mtimes", {}).items()},
             room=Room(
                 int(room["free"]),
                 int(room["block"]),

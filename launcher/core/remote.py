@@ -139,6 +139,11 @@ def manifest_call(directory: str, path: str) -> Call:
     return script("manifest", directory, json.dumps({"path": path}), timeout=600)
 
 
+def prehash_call(directory: str, path: str, expect: dict[str, list[int]]) -> Call:
+    """On a target while a copy runs: hash each file as soon as it is complete (size, mtime)."""
+    return script("manifest", directory, json.dumps({"path": path, "watch": expect}), timeout=0)
+
+
 def handover_call(directory: str, name: str, job: dict[str, Any]) -> tuple[Call, str]:
     """Write a job file (mode 0600) for a node script; the call, and the file's path on the node."""
     path = f"{directory}/{SYNC_DIR}/{name}.json"

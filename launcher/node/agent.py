@@ -9,7 +9,7 @@ from typing import Any
 from launcher.core import remote
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
-from launcher.node.executor import Executor, NodeError, Result
+from launcher.node.executor import Executor, NodeError, Result, Stream
 from launcher.node.scripts import bundle
 
 
@@ -47,6 +47,15 @@ class Agent:
     def stream(self, call: Call, on_line: Callable[[str], None]) -> Result:
         """Execute a call whose output comes line by line."""
         return self.executor.stream(self.node, call.command, on_line, stdin=stdin_of(call))
+
+    def open(self, call: Call) -> Stream:
+        """Start a call whose output is read as it comes; its stdin is sent and closed first."""
+        stream = self.executor.open(self.node, call.command)
+        data = stdin_of(call)
+        if data is not None:
+            stream.send(data.encode())
+        stream.send_eof()
+        return stream
 
     def start(self, job: dict[str, Any]) -> dict[str, Any]:
         """Hand the job over and start it; the start script's answer."""

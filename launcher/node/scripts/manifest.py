@@ -25,6 +25,7 @@ CACHE_NAME = ".spark-launch-manifest.json"
 SKIP_TOP = (CACHE_NAME, ".cache")  # our cache; Hugging Face's download state (locks, metadata)
 CACHE_VERSION = 1
 BLOCK = 8 << 20  # read size: big blocks keep hashing at disk speed
+SETTLE = 0.5  # seconds a copied file's attributes must be unchanged before it is hashed
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # hashlib releases the GIL: files hash in parallel
 
 
@@ -149,11 +150,49 @@ def manifest(root: str) -> dict[str, Any]:
     cache = save_cache(root, entries) if fresh or set(cached) != set(entries) else None
     return {
         "files": {rel: [files[rel].st_size, sha[rel]] for rel in sorted(sha)},
+        "mtimes": {rel: int(files[rel].st_mtime) for rel in sorted(sha)},
         "indexes": indexes(root, files),
         "unreadable": unreadable,
         "hashed_bytes": hashed_bytes,
         "cache": cache,
     }
+
+
+def watch(root: str, expect: dict[str, list[int]]) -> None:
+    """While a copy runs: hash each expected file once the copy has finished it (the source's
+    size and mtime: rsync sets the mtime last), into the cache, so that the check after the
+    copy finds them hashed. Ends when all are hashed; says `idle` while none is ready.
+
+    Only an optimization: the manifest after the copy re-hashes any file whose cache key
+    (size, mtime, ctime, inode) moved since, so a file changed later is never trusted.
+    """
+    pending, entries, done = dict(expect), load_cache(root), 0
+    while pending:
+        ready = {}
+        for rel, (size, mtime) in pending.items():
+            try:
+                st = os.stat(os.path.join(root, rel))
+            except OSError:
+                continue
+            # rsync sets the mtime, then the mode: let the last change settle before hashing
+            if st.st_size == size and int(st.st_mtime) == mtime and time.time() - st.st_ctime > SETTLE:
+                ready[rel] = cache_key(st)
+        if not ready:
+            emit(event="idle", bytes=done, pending=len(pending))
+            time.sleep(0.5)
+            continue
+        hashes, _ = hash_files(root, sorted(ready), sum(k[0] for k in ready.values()))
+        for rel, digest in hashes.items():
+            try:
+                if cache_key(os.stat(os.path.join(root, rel))) == ready[rel]:
+                    entries[rel] = [*ready[rel], digest]
+                    done += ready[rel][0]
+                    del pending[rel]
+            except OSError:
+                pass
+        save_cache(root, entries)
+        emit(event="prehashed", bytes=done, pending=len(pending))
+    emit(ok=True, bytes=done)
 
 
 def indexes(root: str, files: dict[str, os.stat_result]) -> dict[str, Any]:
@@ -191,10 +230,13 @@ def room(root: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    """manifest DIR REQUEST_JSON: {"path": the model directory}"""
-    path = json.loads(argv[1])["path"]
+    """manifest DIR REQUEST_JSON: {"path": the model directory[, "watch": {file: [size, mtime]}]}"""
+    request = json.loads(argv[1])
+    path = request["path"]
     started = time.monotonic()
     try:
+        if "watch" in request:
+            return watch(path, request["watch"])
         if not os.path.isdir(path):
             emit(ok=True, path=path, exists=False, room=room(path))
             return
