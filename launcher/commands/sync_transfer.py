@@ -12,7 +12,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from launcher.commands.sync_relay import relayed
@@ -42,7 +42,9 @@ def copy_all(
     agent = cluster.agents[source]
     agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
     copying = {o.node: o for o in outcomes if o.state == "would copy"}
-    done = _all_at_once(copying, lambda n: _copy(cluster, source, found, copying[n], options, reporter))
+    done = _all_at_once(
+        copying, lambda n: _TargetCopy(cluster, source, found, copying[n], options, reporter).run()
+    )
     out = []
     for o in outcomes:
         result = done.get(o.node, o)
@@ -72,137 +74,105 @@ def _all_at_once(names: Iterable[str], task: Callable[[str], NodeOutcome]) -> di
     return results
 
 
-@dataclass
-class _Tally:
-    """One target's copy so far: its progress, bytes sent, seconds copying and verifying."""
+class _TargetCopy:
+    """One target's copy: each directory readied, copied and verified; progress and timings kept."""
 
-    progress: Progress
-    base: int = 0  # bytes of the directories already done (progress counts across them)
-    sent: int = 0
-    copying: float = 0.0
-    verifying: float = 0.0
+    def __init__(
+        self,
+        cluster: Cluster,
+        source: str,
+        found: dict[str, Manifest],
+        outcome: NodeOutcome,
+        options: SyncOptions,
+        reporter: SyncReporter,
+    ) -> None:
+        self.cluster, self.source, self.found, self.outcome = cluster, source, found, outcome
+        self.node, self.options, self.reporter = outcome.node, options, reporter
+        now = time.monotonic()
+        self.progress = Progress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now)
+        self.base = 0  # bytes of the directories done (progress counts across them)
+        self.sent, self.copying, self.verifying = 0, 0.0, 0.0
 
-
-def _copy(
-    cluster: Cluster,
-    source: str,
-    found: dict[str, Manifest],
-    outcome: NodeOutcome,
-    options: SyncOptions,
-    reporter: SyncReporter,
-) -> NodeOutcome:
-    """Every directory of one target, one after the other; the target's outcome."""
-    now = time.monotonic()
-    tally = _Tally(Progress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now))
-    for index, plan in enumerate(outcome.dirs):
-        _copy_dir(
-            cluster,
-            source,
-            found[plan.label],
-            outcome.node,
-            f"{outcome.node}-{index}",
-            plan,
-            options,
-            reporter,
-            tally,
+    def run(self) -> NodeOutcome:
+        """Every directory, one after the other; the target's outcome."""
+        for index, plan in enumerate(self.outcome.dirs):
+            self._directory(plan, f"{self.node}-{index}")
+            self.base += plan.transfer.list_bytes
+        return replace(
+            self.outcome,
+            state="copied",
+            sent_bytes=self.sent,
+            copy_seconds=self.copying,
+            verify_seconds=self.verifying,
         )
-        tally.base += plan.transfer.list_bytes
-    return replace(
-        outcome,
-        state="copied",
-        sent_bytes=tally.sent,
-        copy_seconds=tally.copying,
-        verify_seconds=tally.verifying,
-    )
 
+    def _directory(self, plan: DirPlan, name: str) -> None:
+        """Ready, copy, verify; once more if it still differs, then an error naming the files."""
+        want, current = self.found[plan.label], plan
+        for attempt in range(TRIES):
+            if not current.transfer.needed:
+                return
+            self._prepare(current, name)
+            began = time.monotonic()
+            if current.transfer.send:
+                watcher = Prehash.start(self.cluster, self.node, want, current)
+                try:
+                    self._send(current, name)
+                finally:
+                    copied = time.monotonic()
+                    watcher.finish()
+            else:
+                copied = began
+            self.sent += current.transfer.send_bytes
+            self.reporter.info(
+                f"{self.node}: verifying {plan.label} {plan.path}" + (" again" if attempt else "")
+            )
+            have = Manifest.of(self.cluster.agents[self.node].manifest(plan.path))
+            self.copying += copied - began
+            self.verifying += time.monotonic() - copied
+            current = replace(current, transfer=plan_transfer(want, have))
+        if current.transfer.needed:
+            bad = ", ".join(current.transfer.send + current.transfer.extra)
+            raise NodeError(
+                self.node, f"{plan.path} still differs from {self.source}'s after {TRIES} copies: {bad}"
+            )
 
-def _copy_dir(
-    cluster: Cluster,
-    source: str,
-    want: Manifest,
-    node: str,
-    name: str,
-    plan: DirPlan,
-    options: SyncOptions,
-    reporter: SyncReporter,
-    tally: _Tally,
-) -> None:
-    """One directory: ready it, copy, verify; once more if it still differs, then an error."""
-    current = plan
-    for attempt in range(TRIES):
-        if not current.transfer.needed:
-            return
-        _prepare(cluster, node, name, current)
-        began = time.monotonic()
-        if current.transfer.send:
-            watcher = Prehash.start(cluster, node, want, current)
-            try:
-                tally.progress = _send(
-                    cluster, source, node, name, current, options, tally.base, tally.progress, reporter
-                )
-            finally:
-                checked = time.monotonic()
-                watcher.finish()
-        tally.sent += current.transfer.send_bytes
-        reporter.info(f"{node}: verifying {current.label} {current.path}" + (" again" if attempt else ""))
-        checked = time.monotonic() if not current.transfer.send else checked
-        have = Manifest.of(cluster.agents[node].manifest(current.path))
-        tally.copying += checked - began
-        tally.verifying += time.monotonic() - checked
-        current = replace(current, transfer=plan_transfer(want, have))
-    if current.transfer.needed:
-        bad = ", ".join(current.transfer.send + current.transfer.extra)
-        raise NodeError(node, f"{plan.path} still differs from {source}'s after {TRIES} copies: {bad}")
+    def _prepare(self, plan: DirPlan, name: str) -> None:
+        agent = self.cluster.agents[self.node]
+        handover, run = remote.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
+        agent.run(handover).checked(self.node, "handing over the prepare job")
+        answer = agent.ask(run)
+        if not answer.get("ok"):
+            detail = answer.get("error") or "; ".join(answer.get("errors", []))
+            raise NodeError(
+                self.node, f"cannot make {plan.path} ready: {detail}", "check the owner and mode there"
+            )
 
-
-def _prepare(cluster: Cluster, node: str, name: str, plan: DirPlan) -> None:
-    agent = cluster.agents[node]
-    handover, run = remote.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
-    agent.run(handover).checked(node, "handing over the prepare job")
-    answer = agent.ask(run)
-    if not answer.get("ok"):
-        detail = answer.get("error") or "; ".join(answer.get("errors", []))
-        raise NodeError(node, f"cannot make {plan.path} ready: {detail}", "check the owner and mode there")
-
-
-def _send(
-    cluster: Cluster,
-    source: str,
-    node: str,
-    name: str,
-    plan: DirPlan,
-    options: SyncOptions,
-    base: int,
-    progress: Progress,
-    reporter: SyncReporter,
-) -> Progress:
-    """rsync one directory's files to the target; the progress after it."""
-    spec_node = next(n for n in cluster.spec.nodes if n.name == node)
-    destination = remote_target(spec_node.address, spec_node.ssh, plan.path)
-    bwlimit = int(options.bwlimit * 1000 * 1000 / 1024) if options.bwlimit else None
-    argv = rsync_argv(plan.path, destination, bwlimit)
-    agent = cluster.agents[source]
-    handover, run = remote.transfer_calls(
-        agent.dir, name, argv, plan.transfer.send, DEFAULT_RSH, options.relay
-    )
-    agent.run(handover).checked(source, "handing over the transfer job")
-    state = {"progress": progress}
-
-    def on_event(event: dict[str, Any]) -> None:
-        state["progress"] = state["progress"].advance(base + int(event["bytes"]), time.monotonic())
-        reporter.progress(node, state["progress"])
-
-    if options.relay:
-        answer = relayed(cluster, source, node, run.command, on_event)
-    else:
-        answer = _direct(cluster, source, run, on_event)
-    if not answer.get("ok"):
-        raise NodeError(
-            node,
-            f"rsync from {source} failed (exit {answer.get('exit')}): {answer.get('error') or 'no output'}",
-            "run sync models again: it continues where it stopped",
+    def _send(self, plan: DirPlan, name: str) -> None:
+        """rsync the directory's files from the source to the target, reporting progress."""
+        node = next(n for n in self.cluster.spec.nodes if n.name == self.node)
+        bwlimit = int(self.options.bwlimit * 1e6 / 1024) if self.options.bwlimit else None
+        argv = rsync_argv(plan.path, remote_target(node.address, node.ssh, plan.path), bwlimit)
+        agent = self.cluster.agents[self.source]
+        handover, run = remote.transfer_calls(
+            agent.dir, name, argv, plan.transfer.send, DEFAULT_RSH, self.options.relay
         )
-    return state["progress"]
+        agent.run(handover).checked(self.source, "handing over the transfer job")
+        if self.options.relay:
+            answer = relayed(self.cluster, self.source, self.node, run.command, self._advanced)
+        else:
+            answer = _direct(self.cluster, self.source, run, self._advanced)
+        if not answer.get("ok"):
+            raise NodeError(
+                self.node,
+                f"rsync from {self.source} failed (exit {answer.get('exit')}): "
+                f"{answer.get('error') or 'no output'}",
+                "run sync models again: it continues where it stopped",
+            )
+
+    def _advanced(self, event: dict[str, Any]) -> None:
+        self.progress = self.progress.advance(self.base + int(event["bytes"]), time.monotonic())
+        self.reporter.progress(self.node, self.progress)
 
 
 def _direct(
