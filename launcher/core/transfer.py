@@ -16,6 +16,7 @@ from launcher.core.manifest import Manifest, Room, human
 
 # The remote shell on the source when its environment sets no RSYNC_RSH: never prompt.
 DEFAULT_RSH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
+IO_TIMEOUT = 300  # seconds without any data before rsync gives up
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ def rsync_argv(source_path: str, destination: str, bwlimit_kib: int | None = Non
         "--files-from=-",
         "--no-inc-recursive",  # the whole list up front: progress counts against the total
         "--info=progress2",
+        f"--timeout={IO_TIMEOUT}",  # a peer that stops answering ends the copy, not hangs it
         *([f"--bwlimit={bwlimit_kib}"] if bwlimit_kib else []),
         f"{source_path.rstrip('/')}/",
         destination,

@@ -149,7 +149,13 @@ def say(events: Any, **fields: Any) -> None:
 def relay(server: socket.socket, events: Any) -> None:
     """Accept the remote shell's connection; announce its command; pass its stream on stdio."""
     conn, _ = server.accept()
-    command = json.loads(conn.makefile("rb").readline())
+    line = b""
+    while not line.endswith(b"\n"):  # byte by byte: rsync's stream follows at once, unbuffered
+        byte = conn.recv(1)
+        if not byte:
+            return
+        line += byte
+    command = json.loads(line)
     say(events, event="relay", command=command)
     threading.Thread(target=pump_in, args=(conn,), daemon=True).start()
     pump(conn.recv, sys.stdout.buffer)
