@@ -16,6 +16,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -72,11 +73,14 @@ def sync_models(
         raise found
     _require_complete(cluster, source, found)
     outcomes = [_plan(cluster, n, found, answers[n]) for n in cluster.names if n != source]
-    if not options.relay:
-        outcomes = _reach(cluster, source, outcomes)
-    if not options.dry_run and any(o.state == "would copy" for o in outcomes):
-        with cluster.locked("sync models"):
-            outcomes = copy_all(cluster, source, found, outcomes, options, reporter)
+    if options.dry_run or not any(o.state == "would copy" for o in outcomes):
+        outcomes = outcomes if options.relay else _reach(cluster, source, outcomes)
+    else:
+        # The source's SSH to each target is tried while the lock is taken (it takes as long).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            probed = pool.submit(lambda: outcomes if options.relay else _reach(cluster, source, outcomes))
+            with cluster.locked("sync models"):
+                outcomes = copy_all(cluster, source, found, probed.result(), options, reporter)
     models = tuple(
         SourceModel(label, m.path, len(m.files), m.total_bytes, m.digest, m.hashed_bytes)
         for label, m in found.items()
@@ -138,7 +142,12 @@ def _plan(
         have = answer[label]
         block = have.room.block if have.room else 4096
         transfer = plan_transfer(want, have, block)
-        plans.append(DirPlan(label, want.path, transfer, tuple(room_problems(node, transfer, have))))
+        problems = tuple(room_problems(node, transfer, have))
+        # rsync creates the directory itself when its parent exists: then nothing to prepare
+        ready = not transfer.remove and (
+            have.exists or (have.room is not None and have.room.at == _parent(want.path))
+        )
+        plans.append(DirPlan(label, want.path, transfer, problems, prepare=not ready))
     if any(p.problems for p in plans):
         space = any("space" in q for p in plans for q in p.problems)
         hint = (
@@ -188,6 +197,10 @@ def _unreached(cluster: Cluster, source: str, o: NodeOutcome, answer: dict[str, 
         hint=f"give {source} a key for {o.node}'s fabric address: on {source}, `ssh-copy-id {host}` "
         f"(then `ssh {host} true` once to accept its host key); or copy through this machine: --relay",
     )
+
+
+def _parent(path: str) -> str:
+    return path.rstrip("/").rpartition("/")[0] or "/"
 
 
 def _host(cluster: Cluster, name: str) -> str:

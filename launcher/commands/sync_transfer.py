@@ -39,9 +39,11 @@ def copy_all(
     reporter: SyncReporter,
 ) -> list[NodeOutcome]:
     """Copy to every target that needs it, in parallel; each one's outcome."""
+    copying = {o.node: o for o in outcomes if o.state == "would copy"}
+    if not copying:
+        return outcomes
     agent = cluster.agents[source]
     agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
-    copying = {o.node: o for o in outcomes if o.state == "would copy"}
     done = _all_at_once(
         copying, lambda n: _TargetCopy(cluster, source, found, copying[n], options, reporter).run()
     )
@@ -112,22 +114,24 @@ class _TargetCopy:
         for attempt in range(TRIES):
             if not current.transfer.needed:
                 return
-            self._prepare(current, name)
-            began = time.monotonic()
+            if current.prepare or attempt:
+                self._prepare(current, name)
+            began = copied = time.monotonic()
+            answer = None
             if current.transfer.send:
                 watcher = Prehash.start(self.cluster, self.node, want, current)
                 try:
                     self._send(current, name)
                 finally:
                     copied = time.monotonic()
-                    watcher.finish()
-            else:
-                copied = began
+                    answer = watcher.finish()
             self.sent += current.transfer.send_bytes
             self.reporter.info(
                 f"{self.node}: verifying {plan.label} {plan.path}" + (" again" if attempt else "")
             )
-            have = Manifest.of(self.cluster.agents[self.node].manifest(plan.path))
+            if answer is None:  # the watch did not end with the whole directory's manifest
+                answer = self.cluster.agents[self.node].manifest(plan.path)
+            have = Manifest.of(answer)
             self.copying += copied - began
             self.verifying += time.monotonic() - copied
             current = replace(current, transfer=plan_transfer(want, have))
@@ -199,6 +203,7 @@ class Prehash:
 
     def __init__(self, stream: Stream | None) -> None:
         self.stream = stream
+        self.answer: dict[str, Any] | None = None  # the directory's manifest, when all were hashed
         self.idle = threading.Event()
         self.ended = threading.Event()
         if stream is None:
@@ -225,18 +230,22 @@ class Prehash:
                 *lines, buffer = (buffer + chunk).split(b"\n")
                 for line in lines:
                     if line.startswith(b"{"):
-                        event = json.loads(line).get("event")
-                        (self.idle.set if event == "idle" else self.idle.clear)()
+                        data = json.loads(line)
+                        (self.idle.set if data.get("event") == "idle" else self.idle.clear)()
+                        if "files" in data:
+                            self.answer = data
         except (OSError, EOFError, ValueError):
             pass  # it went away: the check after the copy hashes what it did not
         finally:
             self.ended.set()
 
-    def finish(self, limit: float = 3600) -> None:
-        """After the copy: let it hash what the copy finished (until it is done or idle), then stop it."""
+    def finish(self, limit: float = 3600) -> dict[str, Any] | None:
+        """After the copy: let it hash what the copy finished (until it is done or idle), then stop
+        it. The manifest of the whole directory it ends with, if it got that far."""
         self.idle.clear()
         deadline = time.monotonic() + limit
-        while not self.ended.wait(0.2) and not self.idle.is_set() and time.monotonic() < deadline:
+        while not self.ended.wait(0.05) and not self.idle.is_set() and time.monotonic() < deadline:
             pass
         if self.stream is not None:
             self.stream.close()
+        return self.answer

@@ -23,6 +23,7 @@ class DirPlan:
     path: str
     transfer: Transfer
     problems: tuple[str, ...] = ()
+    prepare: bool = True  # the target must create the directory or remove files before the copy
 
 
 @dataclass(frozen=True)

@@ -192,7 +192,8 @@ def watch(root: str, expect: dict[str, list[int]]) -> None:
                 pass
         save_cache(root, entries)
         emit(event="prehashed", bytes=done, pending=len(pending))
-    emit(ok=True, bytes=done)
+    # All hashed: the directory's manifest (from the cache now) is the check after the copy.
+    emit(ok=True, path=root, exists=True, room=room(root), watched=done, **manifest(root))
 
 
 def indexes(root: str, files: dict[str, os.stat_result]) -> dict[str, Any]:
