@@ -90,10 +90,31 @@ def status(layout: Layout) -> dict[str, object]:
     }
 
 
-def bind_mount(layout: Layout, node_name: str, source: Path, target: Path) -> None:
-    """Bind-mount source over target in one node's mount namespace only."""
+def bind_mount(layout: Layout, node_name: str, source: Path, target: Path, read_only: bool = False) -> None:
+    """Bind-mount source over target in one node's mount namespace only (read-only if asked)."""
     pid = _sshd_pid(layout, node_name)
-    run(["nsenter", "--target", str(pid), "--mount", "mount", "--bind", str(source), str(target)])
+    options = ["-o", "ro"] if read_only else []
+    run(["nsenter", "--target", str(pid), "--mount", "mount", "--bind", *options, str(source), str(target)])
+
+
+def tmpfs_mount(layout: Layout, node_name: str, target: Path, size: str) -> None:
+    """Mount a tmpfs of `size` (e.g. 64M) over target in one node's mount namespace only."""
+    pid = _sshd_pid(layout, node_name)
+    run(
+        [
+            "nsenter",
+            "--target",
+            str(pid),
+            "--mount",
+            "mount",
+            "-t",
+            "tmpfs",
+            "-o",
+            f"size={size}",
+            "tmpfs",
+            str(target),
+        ]
+    )
 
 
 def unbind_mount(layout: Layout, node_name: str, target: Path) -> None:

@@ -75,7 +75,13 @@ def _model(args: argparse.Namespace) -> int:
 
 def _bind(args: argparse.Namespace) -> int:
     """Bind-mount SOURCE over TARGET on one node only."""
-    bed.bind_mount(Layout(args.dir), args.node, args.source, args.target)
+    bed.bind_mount(Layout(args.dir), args.node, args.source, args.target, args.read_only)
+    return ExitStatus.OK
+
+
+def _tmpfs(args: argparse.Namespace) -> int:
+    """Mount a small tmpfs over TARGET on one node only."""
+    bed.tmpfs_mount(Layout(args.dir), args.node, args.target, args.size)
     return ExitStatus.OK
 
 
@@ -143,6 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("node", help="node1, node2, ...")
         if name == "bind":
             p.add_argument("source", type=Path)
+            p.add_argument("--read-only", action="store_true", help="mount it read-only")
         p.add_argument("target", type=Path)
         p.set_defaults(func=func)
     p = sub.add_parser("link", parents=[common], help="add or delete an extra interface on a node")
@@ -152,4 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("address", nargs="?", help="add: the address with its prefix, e.g. 10.97.0.2/24")
     p.add_argument("--bridge", help="add: wire it to this extra bridge (sltbf...); default: to nothing")
     p.set_defaults(func=_link)
+    p = sub.add_parser("tmpfs", parents=[common], help="a small tmpfs over a path on one node only")
+    p.add_argument("node", help="node1, node2, ...")
+    p.add_argument("target", type=Path)
+    p.add_argument("--size", default="64M", help="its size (default 64M); `unbind` removes it")
+    p.set_defaults(func=_tmpfs)
     return parser

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from testbed.errors import TestbedError
-from testbed.layout import Layout, Node
+from testbed.layout import SUBNET, Layout, Node
 from testbed.shell import SSHD, alive, all_pids, cmdline, run, terminate
 
 RUN_SSHD = Path("/run/sshd")  # sshd's privilege-separation dir; it refuses to start without
@@ -43,10 +43,20 @@ def render_sshd_config(layout: Layout, node: Node) -> str:
         "MaxStartups 64:30:128",  # tests fan out many sessions at once
         # No `Subsystem sftp`: some hardened hosts have none, and spark-launch needs none.
     ]
-    if node.env:
-        # sshd keeps only the first SetEnv line it reads: every variable goes on one line.
-        lines.append("SetEnv " + " ".join(f'"{name}={value}"' for name, value in node.env))
+    # sshd keeps only the first SetEnv line it reads: every variable goes on one line.
+    lines.append("SetEnv " + " ".join(f'"{name}={value}"' for name, value in session_env(layout, node)))
     return "\n".join(lines) + "\n"
+
+
+def session_env(layout: Layout, node: Node) -> tuple[tuple[str, str], ...]:
+    """What every session on the node gets: the bed's own variables, then the node's (which win).
+
+    RSYNC_RSH gives the nodes SSH to each other over the bridge (as operators give Sparks
+    keys for each other's fabric address) without touching root's ~/.ssh: ssh reads the
+    bed's ssh_config, whose `Host 10.99.0.*` block holds the bed's key and known hosts.
+    """
+    own = {"RSYNC_RSH": f"ssh -F {layout.ssh_config}"}
+    return tuple({**own, **dict(node.env)}.items())
 
 
 def render_ssh_config(layout: Layout) -> str:
@@ -69,6 +79,21 @@ def render_ssh_config(layout: Layout) -> str:
                 ]
             )
         )
+    blocks.append(
+        "\n".join(
+            [
+                "# The nodes reach each other by address (rsync between nodes, see RSYNC_RSH).",
+                f"Host {SUBNET}.*",
+                "    User root",
+                f"    IdentityFile {layout.identity}",
+                "    IdentitiesOnly yes",
+                f"    UserKnownHostsFile {layout.known_hosts}",
+                "    StrictHostKeyChecking yes",
+                "    BatchMode yes",
+                "    ConnectTimeout 5",
+            ]
+        )
+    )
     return "\n\n".join(blocks) + "\n"
 
 

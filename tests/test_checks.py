@@ -30,12 +30,26 @@ def node_facts(**overrides: Any) -> dict[str, Any]:
             "python_version": "3.12.3",
             "torch_version": "2.9.0",
         },
-        "model": {
-            "exists": True,
-            "hashed": {"config.json": "c" * 64, "tokenizer.json": "t" * 64},
-            "weights": {"model.safetensors": {"size": 10, "sha256": None}},
-            "weight_bytes": 10,
+        "models": {
+            "/models/m": {
+                "path": "/models/m",
+                "exists": True,
+                "files": {
+                    "config.json": [100, "c" * 64],
+                    "tokenizer.json": [200, "t" * 64],
+                    "model-00001-of-00002.safetensors": [10 << 20, "a" * 64],
+                    "model-00002-of-00002.safetensors": [10 << 20, "b" * 64],
+                    "model.safetensors.index.json": [300, "i" * 64],
+                },
+                "indexes": {
+                    "model.safetensors.index.json": [
+                        "model-00001-of-00002.safetensors",
+                        "model-00002-of-00002.safetensors",
+                    ]
+                },
+            }
         },
+        "model": {"weight_bytes": 20 << 20},
         "env": {"VLLM_USE_V2_MODEL_RUNNER": "0", "HF_HOME": "/hf"},
         "network": {
             "interface_exists": True,
@@ -84,14 +98,45 @@ def test_both_nodes_on_another_release_than_the_spec_fail() -> None:
     assert "vllm version" in failed(vllm_rows(spec, {"n1": other, "n2": copy.deepcopy(other)}))
 
 
-def test_model_differences_fail_and_name_the_file() -> None:
+def model_of(facts: dict[str, Any]) -> dict[str, Any]:
+    answer: dict[str, Any] = facts["models"]["/models/m"]
+    return answer
+
+
+@pytest.mark.parametrize("name", ["config.json", "model-00002-of-00002.safetensors"])
+def test_a_file_of_the_same_size_but_other_bytes_fails_naming_it(name: str) -> None:
     spec, _ = plan_and_spec()
     changed = node_facts()
-    changed["model"]["hashed"]["config.json"] = "d" * 64
+    size = model_of(changed)["files"][name][0]
+    model_of(changed)["files"][name] = [size, "d" * 64]
     rows = failed(model_rows(spec, {"n1": node_facts(), "n2": changed}))
-    assert list(rows) == ["config.json"]
-    missing = failed(model_rows(spec, {"n1": node_facts(), "n2": node_facts(model__exists=False)}))
+    assert list(rows) == [name]
+    assert rows[name]["n1"].startswith(model_of(node_facts())["files"][name][1][:12])
+    assert rows[name]["n2"].startswith("d" * 12)
+
+
+def test_a_missing_model_or_shard_fails() -> None:
+    spec, _ = plan_and_spec()
+    gone = node_facts()
+    model_of(gone).update(exists=False, files={})
+    missing = failed(model_rows(spec, {"n1": node_facts(), "n2": gone}))
     assert missing == {"/models/m exists": {"n1": True, "n2": False}}
+    partial = node_facts()
+    del model_of(partial)["files"]["model-00002-of-00002.safetensors"]
+    rows = failed(model_rows(spec, {"n1": node_facts(), "n2": partial}))
+    assert rows["model-00002-of-00002.safetensors"] == {"n1": "bbbbbbbbbbbb 10.5 MB", "n2": "missing"}
+    assert "(named in model.safetensors.index.json)" in rows["model complete"]["n2"]
+
+
+def test_identical_models_pass_with_one_summary_row() -> None:
+    spec, _ = plan_and_spec()
+    rows = model_rows(spec, {"n1": node_facts(), "n2": node_facts()})
+    assert [r.item for r in rows] == [
+        "/models/m exists",
+        "model complete",
+        "model files (5, 21.0 MB, sha256)",
+    ]
+    assert all(r.ok for r in rows)
 
 
 def test_env_difference_fails_but_per_node_network_variables_may_differ() -> None:

@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -183,16 +184,25 @@ def test_commands_were_found() -> None:
     assert MAKE, "no make command found in deploy/*.md"
 
 
+def command_path(words: list[str]) -> tuple[str, ...]:
+    """The (sub)command words: the first word, then each word a group names (`sync models`)."""
+    if not words or words[0].startswith("-"):  # `spark-launch --version`
+        return ()
+    path, command = [words[0]], cli.commands.get(words[0])
+    for word in words[1:]:
+        if not isinstance(command, click.Group):
+            break
+        path.append(word)  # a group needs a subcommand: a wrong one fails its --help
+        command = command.commands.get(word)
+    return tuple(path)
+
+
 @pytest.mark.parametrize("command", SPARK, ids=[c.id for c in SPARK])
 def test_spark_launch_command_exists(command: Command) -> None:
     words = list(command.args)
-    subcommand = next((w for w in words if not w.startswith("-")), None)
-    if subcommand is None or words[0].startswith("-"):  # `spark-launch --version`
-        subcommand_path: tuple[str, ...] = ()
-    else:
-        subcommand_path = (subcommand,)
+    subcommand_path = command_path(words)
     code, output = help_text(*subcommand_path)
-    assert code == 0, f"{command.id}: `spark-launch {subcommand} --help` failed:\n{output}"
+    assert code == 0, f"{command.id}: `spark-launch {' '.join(subcommand_path)} --help` failed:\n{output}"
     allowed = options_in_help(output)
     used = [w.split("=", 1)[0] for w in words if w.startswith("-") and w != "-"]
     unknown = [o for o in used if o not in allowed]
@@ -223,6 +233,8 @@ def test_extraction_handles_shell_syntax(tmp_path: Path) -> None:
         "```yaml\nspark-launch: not a command\n```\n"
     )
     found = [(c.line, c.text) for c in commands_in(doc)]
+    assert command_path(["sync", "models", "c.yaml", "--dry-run"]) == ("sync", "models")
+    assert command_path(["up", "c.yaml"]) == ("up",) and command_path(["--version"]) == ()
     assert found == [
         (2, "spark-launch plan a.yaml"),
         (2, "spark-launch plan b.yaml"),

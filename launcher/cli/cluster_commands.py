@@ -99,8 +99,9 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
     \b
     Asks every node at once, over one SSH connection each, and compares in one table:
       vllm     the binary, release (= the spec's), build fingerprint, commit, python, torch
-      model    the path exists; config.json and tokenizer files hashed; weights by size
-               (files up to 16 MiB hashed too)
+      model    the path exists (and a local draft model's); complete (config, tokenizer,
+               every indexed shard); every file the same by sha256 (hashes cached beside
+               the model, so an unchanged model is confirmed in seconds; fix: sync models)
       env      every VLLM_/NCCL_/GLOO_/HF_/CUDA_ variable vLLM will inherit (secrets hashed),
                equal except the per-node network ones
       network  interface exists and holds the address; API and master port free on the

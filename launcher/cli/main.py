@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_commands, init_commands, spec_commands
+from launcher.cli import cluster_commands, init_commands, spec_commands, sync_commands
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -27,6 +27,7 @@ def cli() -> None:
       spark-launch facts --hosts spark-1,spark-2 --json  # what each node reports (for bug reports)
       spark-launch validate cluster.yaml    # every problem of the spec, with file:line
       spark-launch plan cluster.yaml        # each node's exact command, and why
+      spark-launch sync models cluster.yaml # the same model on every node, verified by content
       spark-launch check cluster.yaml       # are the nodes alike? (vLLM, model, env, network)
       spark-launch up cluster.yaml          # check, start every rank, wait until it serves
       spark-launch status cluster.yaml      # what runs where, which plan, head health
@@ -53,6 +54,7 @@ for command in (
     cluster_commands.logs,
     cluster_commands.verify,
     cluster_commands.down,
+    sync_commands.sync,
 ):
     cli.add_command(command)
 

@@ -1,7 +1,8 @@
 """`spark-launch check`: ask every node, in parallel, what would make it start differently.
 
-Facts per node (one SSH call each): the vLLM install, the model files, the environment
-vLLM will inherit, the interface and address, free ports, GPUs and memory. Then a real
+Facts per node (one SSH call each): the vLLM install, the environment vLLM will inherit,
+the interface and address, free ports, GPUs and memory; then the manifest of each model
+directory (sha256 per file, cached beside the model: seconds when nothing changed). Then a real
 TCP connection from every worker to a listener on the head, and the resolve probe: each
 node's own vLLM runs create_engine_config() on exactly the argv and env it will run.
 """
@@ -25,6 +26,8 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
+from launcher.core.checks.model import weight_bytes
+from launcher.core.manifest import model_dirs
 from launcher.core.reports import check_text
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
@@ -73,12 +76,15 @@ def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) 
         request = {
             "venv": spec.vllm.venv,
             "image": spec.vllm.image,
-            "model": spec.model.path,
             "interface": node.interface,
             "address": node.address,
             "ports": ports if name == cluster.head.name else [],
         }
-        return cluster.agents[name].facts(request)
+        agent = cluster.agents[name]
+        found = agent.facts(request)
+        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
+        found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
+        return found
 
     answers = fan_out(cluster.names, ask)
     reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}

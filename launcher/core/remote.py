@@ -139,3 +139,66 @@ def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:
 def discover_call(directory: str, request: dict[str, Any]) -> Call:
     """What `init` needs from a node: interfaces and RDMA devices, GPUs, vLLM, the model."""
     return script("discover", directory, json.dumps(request), timeout=300)
+
+
+# -- sync models: the manifest everywhere, the copy from the source, the target made ready --
+SYNC_DIR = "sync"  # under the run directory: job files, the transfer script, relay sockets
+
+
+def manifest_call(directory: str, path: str) -> Call:
+    """The model directory's manifest (cached hashes reused), indexes, free space, what is not writable."""
+    return script("manifest", directory, json.dumps({"path": path}), timeout=600)
+
+
+def prehash_call(directory: str, path: str, expect: dict[str, list[int]]) -> Call:
+    """On a target while a copy runs: hash each file as soon as it is complete (size, mtime)."""
+    return script("manifest", directory, json.dumps({"path": path, "watch": expect}), timeout=0)
+
+
+def handover_call(directory: str, name: str, job: dict[str, Any]) -> tuple[Call, str]:
+    """Write a job file (mode 0600) for a node script; the call, and the file's path on the node."""
+    path = f"{directory}/{SYNC_DIR}/{name}.json"
+    where = shlex.quote(f"{directory}/{SYNC_DIR}")
+    command = f"umask 077 && mkdir -p {where} && cat > {shlex.quote(path)}"
+    return Call(command, data=json.dumps(job), timeout=30, about="the job; the script deletes it"), path
+
+
+def prepare_calls(directory: str, name: str, path: str, remove: tuple[str, ...]) -> tuple[Call, ...]:
+    """On a target: create the model directory, remove what a copy cannot continue."""
+    handover, job = handover_call(directory, name, {"path": path, "remove": list(remove)})
+    return handover, script("prepare", directory, job, about="mkdir -p; remove the listed files")
+
+
+def reach_call(directory: str, host: str, default_rsh: str) -> Call:
+    """On the source: can its remote shell reach `host`, and does that node have rsync?"""
+    job = {"host": host, "default_rsh": default_rsh}
+    return script("transfer", directory, "reach", json.dumps(job), timeout=90)
+
+
+def install_transfer_call(directory: str) -> Call:
+    """On the source: keep the transfer script as a file, so that it runs with its stdin free.
+
+    With a relay, that stdin carries the target's side of the rsync stream.
+    """
+    where = f"{directory}/{SYNC_DIR}"
+    return Call(
+        f"umask 077 && mkdir -p {shlex.quote(where)} && cat > {shlex.quote(where)}/transfer.py",
+        script="transfer",
+        timeout=30,
+        about="the transfer script, kept as a file",
+    )
+
+
+def transfer_calls(
+    directory: str, name: str, argv: tuple[str, ...], files: tuple[str, ...], default_rsh: str, relay: bool
+) -> tuple[Call, Call]:
+    """On the source: hand over the job (rsync's argv and file list), then run it with progress."""
+    job = {"argv": list(argv), "files": list(files), "default_rsh": default_rsh, "relay": relay}
+    handover, job_path = handover_call(directory, name, job)
+    program = f"{directory}/{SYNC_DIR}/transfer.py"
+    run = Call(
+        shlex.join([PYTHON, program, "transfer", directory, "send", job_path]),
+        timeout=0,
+        about="rsync to the target, progress as JSON lines" + (" (relayed)" if relay else ""),
+    )
+    return handover, run

@@ -9,7 +9,7 @@ from typing import Any
 from launcher.core import remote
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
-from launcher.node.executor import Executor, NodeError, Result
+from launcher.node.executor import Executor, NodeError, Result, Stream
 from launcher.node.scripts import bundle
 
 
@@ -48,6 +48,15 @@ class Agent:
         """Execute a call whose output comes line by line."""
         return self.executor.stream(self.node, call.command, on_line, stdin=stdin_of(call))
 
+    def open(self, call: Call) -> Stream:
+        """Start a call whose output is read as it comes; its stdin is sent and closed first."""
+        stream = self.executor.open(self.node, call.command)
+        data = stdin_of(call)
+        if data is not None:
+            stream.send(data.encode())
+        stream.send_eof()
+        return stream
+
     def start(self, job: dict[str, Any]) -> dict[str, Any]:
         """Hand the job over and start it; the start script's answer."""
         handover, start = remote.start_calls(self.dir, job)
@@ -77,3 +86,27 @@ class Agent:
     def facts(self, request: dict[str, Any]) -> dict[str, Any]:
         """What `check` compares, gathered on the node."""
         return self.ask(remote.facts_call(self.dir, request))
+
+    def manifest(self, path: str, on_event: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """A model directory's manifest; hashing progress goes to `on_event` as it comes."""
+        answer: dict[str, Any] = {}
+
+        def on_line(line: str) -> None:
+            if line.startswith("{"):
+                data = json.loads(line)
+                if "event" in data:
+                    if on_event is not None:
+                        on_event(data)
+                else:
+                    answer.update(data)
+
+        result = self.stream(remote.manifest_call(self.dir, path), on_line)
+        if not answer:
+            raise NodeError(
+                self.node,
+                f"the node script manifest failed on {path} (exit {result.exited})",
+                "the node needs python3 (3.8 or newer) on its PATH",
+            )
+        if not answer.get("ok"):
+            raise NodeError(self.node, f"cannot read the model directory {path}: {answer.get('error')}")
+        return answer

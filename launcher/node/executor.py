@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import os
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +65,28 @@ class HttpResponse:
     body: bytes
 
 
+class Stream(Protocol):
+    """A command running on a node with stdin and stdout open as byte streams (for a relay)."""
+
+    def send(self, data: bytes) -> None:
+        """Write to the command's stdin."""
+
+    def send_eof(self) -> None:
+        """Close the command's stdin."""
+
+    def recv(self, size: int) -> bytes:
+        """Up to `size` bytes of its stdout; b"" at the end."""
+
+    def stderr_lines(self) -> Iterator[str]:
+        """Its stderr, line by line, until it ends."""
+
+    def wait(self) -> int:
+        """Its exit status, once it has ended."""
+
+    def close(self) -> None:
+        """Stop talking to it."""
+
+
 class Executor(Protocol):
     """How the cluster operations reach a node, by the node's name."""
 
@@ -88,6 +110,9 @@ class Executor(Protocol):
         headers: dict[str, str] | None = None,
     ) -> HttpResponse:
         """An HTTP request to host:port as seen from the node (through the SSH connection)."""
+
+    def open(self, node: str, command: str) -> Stream:
+        """Start a command whose stdin and stdout stay open as byte streams."""
 
     def close(self) -> None:
         """Release every connection."""
@@ -179,5 +204,53 @@ class LocalExecutor:
         finally:
             conn.close()
 
+    def open(self, node: str, command: str) -> Stream:
+        """Start the command with bash, its three streams piped."""
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=self.home,
+            env=self._env(node),
+        )
+        return LocalStream(proc)
+
     def close(self) -> None:
         """Nothing to release."""
+
+
+class LocalStream:
+    """A local process as a Stream."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self.proc, self.stdin, self.stdout, self.stderr = proc, proc.stdin, proc.stdout, proc.stderr
+
+    def send(self, data: bytes) -> None:
+        """Write to stdin."""
+        self.stdin.write(data)
+        self.stdin.flush()
+
+    def send_eof(self) -> None:
+        """Close stdin."""
+        self.stdin.close()
+
+    def recv(self, size: int) -> bytes:
+        """What stdout has now, up to `size` bytes."""
+        return os.read(self.stdout.fileno(), size)
+
+    def stderr_lines(self) -> Iterator[str]:
+        """stderr, line by line."""
+        for line in self.stderr:
+            yield line.decode(errors="replace").rstrip("\n")
+
+    def wait(self) -> int:
+        """The exit status."""
+        return self.proc.wait()
+
+    def close(self) -> None:
+        """Kill it if it still runs."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()

@@ -25,7 +25,7 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
-from launcher.node.executor import HttpResponse, NodeError, Result, StopStream
+from launcher.node.executor import HttpResponse, NodeError, Result, StopStream, Stream
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
@@ -226,8 +226,50 @@ class SshExecutor:
         finally:
             channel.close()
 
+    def open(self, node: str, command: str) -> Stream:
+        """Start `command` on its own channel; its stdin and stdout stay open as byte streams."""
+        transport = self.connection(node).client.get_transport()
+        if transport is None:
+            raise NodeError(node, "the SSH connection closed")
+        with self._errors(node):
+            channel = transport.open_session()
+            channel.exec_command(command)
+        return _ChannelStream(channel)
+
     def close(self) -> None:
         """Close every connection."""
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()
+
+
+class _ChannelStream:
+    """A command on an SSH channel as a Stream."""
+
+    def __init__(self, channel: paramiko.Channel) -> None:
+        self.channel = channel
+
+    def send(self, data: bytes) -> None:
+        """Write to the command's stdin."""
+        self.channel.sendall(data)
+
+    def send_eof(self) -> None:
+        """Close its stdin."""
+        self.channel.shutdown_write()
+
+    def recv(self, size: int) -> bytes:
+        """Up to `size` bytes of its stdout."""
+        return self.channel.recv(size)
+
+    def stderr_lines(self) -> Iterator[str]:
+        """Its stderr, line by line."""
+        for line in self.channel.makefile_stderr("rb"):
+            yield line.decode(errors="replace").rstrip("\n")
+
+    def wait(self) -> int:
+        """Its exit status."""
+        return self.channel.recv_exit_status()
+
+    def close(self) -> None:
+        """Close the channel (the command sees its streams end)."""
+        self.channel.close()

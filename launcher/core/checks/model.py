@@ -1,48 +1,92 @@
-"""Rows of the model: present everywhere, config and tokenizer identical, weights the same. Pure."""
+"""Rows of the model: present everywhere, complete, and the same files by content. Pure.
+
+Each node reports a manifest of every model directory (each file's size and sha256, from
+a cache beside the model for files that did not change). Nodes agree when the manifests
+do; a file that differs anywhere is a row of its own, so a same-size shard with one byte
+changed is a FAIL naming that shard.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.core.checks.report import Row, each, same, short
+from launcher.core.checks.report import Row, each
+from launcher.core.manifest import (
+    FileEntry,
+    Manifest,
+    differences,
+    human,
+    missing_parts,
+    model_dirs,
+    needs_weights,
+)
 from launcher.core.spec import Spec
+
+SHOWN = 10  # differing files shown one per row; the rest are counted
+FIX = "spark-launch sync models SPEC copies it from the head and verifies it"
 
 
 def model_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
-    """The model: present everywhere, config and tokenizer identical, weights the same files."""
-    m = {n: f.get("model", {}) for n, f in facts.items()}
-    path = spec.model.path
+    """Per model directory (the model, a local draft model): exists, complete, identical files."""
+    rows = []
+    for label, path in model_dirs(spec):
+        manifests = {n: Manifest.of(f["models"][path]) for n, f in facts.items()}
+        rows += _directory_rows(label, path, manifests, needs_weights(spec))
+    return rows
+
+
+def _directory_rows(label: str, path: str, manifests: dict[str, Manifest], weights: bool) -> list[Row]:
     rows = [
         each(
             "model",
             f"{path} exists",
-            {n: x.get("exists", False) for n, x in m.items()},
-            f"copy the model to {path} on every node (e.g. rsync -a)",
+            {n: m.exists for n, m in manifests.items()},
+            f"copy the {label} to {path} on every node: {FIX}",
         )
     ]
-    if not all(x.get("exists") for x in m.values()):
+    if not all(m.exists for m in manifests.values()):
         return rows
-    names = sorted({name for x in m.values() for name in x["hashed"]})
-    for name in names:
-        rows.append(
-            same(
-                "model",
-                name,
-                {n: short(x["hashed"].get(name)) for n, x in m.items()},
-                f"{name} differs between nodes: copy one node's model directory to the others",
-            )
-        )
-    weights = {n: x["weights"] for n, x in m.items()}
-    files = sorted({w for ws in weights.values() for w in ws})
-    hashed = sum(1 for w in files if all(ws.get(w, {}).get("sha256") for ws in weights.values()))
+    lacking = {n: missing_parts(m, weights) for n, m in manifests.items()}
     rows.append(
-        same(
+        Row(
             "model",
-            f"weights ({len(files)} files: {hashed} hashed, {len(files) - hashed} by size)",
-            {n: short(json.dumps(ws, sort_keys=True)) for n, ws in weights.items()},
-            "the weight files differ (names, sizes or hashes): copy them again",
+            f"{label} complete",
+            {n: "yes" if not parts else "missing " + "; ".join(parts) for n, parts in lacking.items()},
+            not any(lacking.values()),
+            None if not any(lacking.values()) else f"config.json, a tokenizer and every indexed shard: {FIX}",
         )
     )
+    diffs = differences(manifests)
+    for rel, entries in list(diffs.items())[:SHOWN]:
+        rows.append(
+            Row(
+                "model",
+                rel,
+                {n: _entry(e) for n, e in entries.items()},
+                False,
+                f"differs between nodes: {FIX}",
+            )
+        )
+    if len(diffs) > SHOWN:
+        rows.append(Row("model", f"... {len(diffs) - SHOWN} more files differ", {}, False, FIX))
+    if not diffs:
+        first = next(iter(manifests.values()))
+        rows.append(
+            Row(
+                "model",
+                f"{label} files ({len(first.files)}, {human(first.total_bytes)}, sha256)",
+                {n: m.digest[:12] for n, m in manifests.items()},
+                True,
+            )
+        )
     return rows
+
+
+def _entry(entry: FileEntry | None) -> str:
+    return "missing" if entry is None else f"{entry.sha256[:12]} {human(entry.size)}"
+
+
+def weight_bytes(answer: Mapping[str, Any]) -> int:
+    """The size of a manifest answer's files (what must fit in memory, roughly)."""
+    return sum(int(size) for size, _ in answer.get("files", {}).values())

@@ -11,6 +11,7 @@ its environment: processes are ours by that marker, never by a pid file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -33,6 +34,14 @@ def read_json(path: str, default: Any = None) -> Any:
             return json.load(f)
     except (OSError, ValueError):
         return default
+
+
+def take_json(path: str) -> Any:
+    """A job file's content (None when unreadable); the file is removed at once."""
+    data = read_json(path)
+    with contextlib.suppress(OSError):
+        os.remove(path)
+    return data
 
 
 def write_json(path: str, data: Any) -> None:

@@ -19,8 +19,6 @@ from launcher.node.scripts.common import (  # inlined when sent
 from launcher.node.scripts.inputs import config_hashes, engine_env, sha256_file  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
-HASH_LIMIT = 16 * 1024 * 1024  # hash files up to this size; above it, compare sizes only
 
 
 def site_packages(venv: str) -> str | None:
@@ -62,26 +60,6 @@ def image_facts(image: str) -> dict[str, Any]:
     except OSError:
         return {"image_id": None, "docker": False}
     return {"image_id": done.stdout.strip() or None, "docker": True}
-
-
-def model_facts(path: str) -> dict[str, Any]:
-    """The model directory: config and tokenizer hashes, weight files by size (small ones hashed)."""
-    if not os.path.isdir(path):
-        return {"exists": False}
-    files = sorted(os.listdir(path))
-    hashed = config_hashes(path)
-    weights: dict[str, Any] = {}
-    for name in files:
-        if name.endswith(WEIGHT_SUFFIXES):
-            full = os.path.join(path, name)
-            size = os.path.getsize(full)
-            weights[name] = {"size": size, "sha256": sha256_file(full) if size <= HASH_LIMIT else None}
-    return {
-        "exists": True,
-        "hashed": hashed,
-        "weights": weights,
-        "weight_bytes": sum(w["size"] for w in weights.values()),
-    }
 
 
 def env_facts() -> dict[str, str]:
@@ -154,7 +132,6 @@ def facts(directory: str, request: str) -> None:
         ok=True,
         ours_running=bool(our_processes(node_prefix(directory))),
         vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
-        model=model_facts(ask["model"]),
         env=env_facts(),
         network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
         host=host_facts(),

@@ -1,0 +1,173 @@
+"""How fast is `spark-launch sync models` next to a plain `rsync -a` of the same tree, and how
+long does it take to confirm a node that is already up to date?
+
+On the test bed (node1 -> node2 over the bridge, each node's sshd in its own namespaces):
+a generated model (safetensors shards of random bytes and their index) on node1, node2
+seeing its own empty directory in its place (a bind mount in its mount namespace). Both
+copies run from node1 to node2's address with the same remote shell, alternately, page
+cache warm, node2's copy removed before each:
+
+  plain    ssh node1 'rsync -a MODEL/ 10.99.0.2:MODEL/'
+  sync     spark-launch sync models SPEC: the whole command (its manifests, plans, lock,
+           SSH to both nodes, rsync, and node2 hashing what it received to verify it)
+
+The source's manifest is cached first (its cold hash time is printed: once per model).
+Then "confirm": `sync models` against an identical node2, on models of two sizes, to show
+that once the manifests are cached it costs the same whatever the size. Needs root and
+the test bed; takes the bed's session lock. About 2 GB of disk while it runs.
+
+    python bench/sync_models.py [--gb 1.0] [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from testbed.shards import write_sharded_model  # noqa: E402
+
+BED = Path("/tmp/spark-launch-testbed")
+PARENT = Path("/tmp/spark-launch-bench-sync")
+MODEL = PARENT / "model"
+NODE2 = Path("/tmp/spark-launch-bench-sync-node2")
+SESSION_LOCK = Path("/tmp/spark-launch-testbed.session.lock")
+SSH = ["ssh", "-F", str(BED / "ssh_config")]
+
+
+def testbed(*args: str) -> None:
+    """Run `python -m testbed ARGS`."""
+    subprocess.run([sys.executable, "-m", "testbed", *args], cwd=ROOT, check=True, capture_output=True)
+
+
+def spec(directory: Path) -> Path:
+    """The demo spec with the generated model."""
+    data = yaml.safe_load((ROOT / "configs" / "demo.yaml").read_text())
+    data["model"]["path"] = str(MODEL)
+    path = directory / "bench-sync.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def timed(argv: list[str]) -> tuple[float, str]:
+    """Wall seconds of a command that must succeed, and its stdout."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
+    return seconds, done.stdout
+
+
+def plain_rsync() -> float:
+    """rsync -a of the tree, node1 to node2, through the same remote shell sync uses there."""
+    command = f"rsync -a --exclude=/.spark-launch-manifest.json {MODEL}/ 10.99.0.2:{MODEL}/"
+    return timed([*SSH, "node1", command])[0]
+
+
+def sync(spec_path: Path) -> tuple[float, dict[str, object]]:
+    """One `spark-launch sync models --json`: wall seconds and its result."""
+    seconds, out = timed([sys.executable, "-m", "launcher", "sync", "models", str(spec_path), "--json"])
+    return seconds, json.loads(out)
+
+
+def fresh_target() -> None:
+    """node2 without the model (its own directory, not the source's)."""
+    shutil.rmtree(NODE2 / "model", ignore_errors=True)
+
+
+def throughput(spec_path: Path, size: int, runs: int) -> dict[str, float]:
+    """Plain rsync and sync models, alternately, each onto an empty node2."""
+    plain, whole, copying = [], [], []
+    for _ in range(runs):
+        fresh_target()
+        plain.append(plain_rsync())
+        fresh_target()
+        seconds, result = sync(spec_path)
+        node = result["nodes"][0]  # type: ignore[index]
+        assert node["state"] == "copied", node
+        whole.append(seconds)
+        copying.append(node["copy_seconds"])
+    best_plain, best_sync = min(plain), min(whole)
+    return {
+        "plain_rsync_s": best_plain,
+        "sync_models_s": best_sync,
+        "sync_rsync_part_s": min(copying),
+        "plain_MBps": size / best_plain / 1e6,
+        "sync_MBps": size / best_sync / 1e6,
+        "ratio": best_plain / best_sync,
+    }
+
+
+def confirm(spec_path: Path, runs: int) -> float:
+    """Median wall seconds of `sync models` finding node2 identical (manifests cached)."""
+    sync(spec_path)  # node2's copy hashed once (it was just written by rsync: verified and cached)
+    times = []
+    for _ in range(runs + 1):
+        seconds, result = sync(spec_path)
+        assert result["nodes"][0]["state"] == "identical", result  # type: ignore[index]
+        times.append(seconds)
+    return statistics.median(times)
+
+
+def model_of(size: float) -> int:
+    """(Re)write the model with 8 shards totalling `size` bytes; its size on disk."""
+    write_sharded_model(MODEL, BED / "model", 8, int(size / 8))
+    return sum(p.stat().st_size for p in MODEL.iterdir())
+
+
+def main() -> None:
+    """Run the benchmark and print the numbers (also as JSON on the last line)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gb", type=float, default=1.0, help="model size for the throughput runs")
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args()
+    with SESSION_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the bed is shared: one session at a time
+        run(args.gb, args.runs)
+
+
+def run(gb: float, runs: int) -> None:
+    """The measurements, on a bed this process holds."""
+    testbed("up")
+    NODE2.mkdir(parents=True, exist_ok=True)
+    PARENT.mkdir(parents=True, exist_ok=True)
+    testbed("bind", "node2", str(NODE2), str(PARENT))
+    out: dict[str, object] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            spec_path = spec(Path(tmp))
+            size = model_of(gb * 1e9)
+            fresh_target()
+            cold, _ = timed([sys.executable, "-m", "launcher", "sync", "models", str(spec_path), "--dry-run"])
+            out["model_bytes"] = size
+            out["cold_manifest_dry_run_s"] = cold
+            out.update(throughput(spec_path, size, runs))
+            out[f"confirm_{size / 1e9:.2f}GB_s"] = confirm(spec_path, runs)
+            small = model_of(gb * 1e9 / 8)
+            fresh_target()
+            sync(spec_path)
+            out[f"confirm_{small / 1e9:.2f}GB_s"] = confirm(spec_path, runs)
+    finally:
+        testbed("unbind", "node2", str(PARENT))
+        shutil.rmtree(PARENT, ignore_errors=True)
+        shutil.rmtree(NODE2, ignore_errors=True)
+    for key, value in out.items():
+        print(f"{key:<28} {value:.2f}" if isinstance(value, float) else f"{key:<28} {value}")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""`spark-launch sync models`: every node's model directories made identical to the source's, by content.
+
+1. Every node reports its manifest at once (sha256 of each file; unchanged files come
+   from the cache beside the model, so an up-to-date node answers in seconds).
+2. The source must hold a complete model. For each target: what it lacks, whether it has
+   the room and the write permission for it, and whether the source reaches it over SSH
+   at its fabric address (unless relayed). Anything wrong refuses that node before a
+   single byte is copied. A dry run stops here.
+3. The targets that differ, all at once: make the directory ready, rsync from the source,
+   then the target's manifest again, which must equal the source's (one retry).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from launcher.commands.sync_transfer import copy_all
+from launcher.core import remote
+from launcher.core.manifest import Manifest, human, missing_parts, model_dirs, needs_weights
+from launcher.core.spec import Node
+from launcher.core.sync_report import DirPlan, NodeOutcome, SourceModel, SyncResult
+from launcher.core.transfer import DEFAULT_RSH, Progress, plan_transfer, remote_host, room_problems
+from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster
+from launcher.node.executor import fan_out
+
+Manifests = dict[str, Manifest]  # by directory label
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    """How to sync: from which node, for real or not, directly or through this machine, how fast."""
+
+    source: str | None = None
+    dry_run: bool = False
+    relay: bool = False
+    bwlimit: float | None = None  # MB/s per target
+
+
+class SyncReporter(Protocol):
+    """Where sync tells the user what happens (the CLI prints; tests collect)."""
+
+    def info(self, text: str) -> None:
+        """A line of progress."""
+
+    def progress(self, node: str, progress: Progress) -> None:
+        """A target's copy advanced."""
+
+
+class SourceIncomplete(SparkLaunchError):
+    """The source does not hold a complete model: nothing is copied from it."""
+
+
+def sync_models(
+    cluster: Cluster,
+    options: SyncOptions,
+    reporter: SyncReporter,
+    clock: Callable[[], float] = time.monotonic,
+) -> SyncResult:
+    """Plan (and unless a dry run, do) the copy to every node that differs from the source."""
+    started = clock()
+    source = _source(cluster, options.source)
+    dirs = model_dirs(cluster.spec)
+    answers = _manifests(cluster, dirs, reporter)
+    found = answers[source]
+    if isinstance(found, SparkLaunchError):
+        raise found
+    _require_complete(cluster, source, found)
+    outcomes = [_plan(cluster, n, found, answers[n]) for n in cluster.names if n != source]
+    if options.dry_run or not any(o.state == "would copy" for o in outcomes):
+        outcomes = outcomes if options.relay else _reach(cluster, source, outcomes)
+    else:
+        # The source's SSH to each target is tried while the lock is taken (it takes as long).
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            probed = pool.submit(lambda: outcomes if options.relay else _reach(cluster, source, outcomes))
+            with cluster.locked("sync models"):
+                outcomes = copy_all(cluster, source, found, probed.result(), options, reporter)
+    models = tuple(
+        SourceModel(label, m.path, len(m.files), m.total_bytes, m.digest, m.hashed_bytes)
+        for label, m in found.items()
+    )
+    return SyncResult(source, options.dry_run, options.relay, models, tuple(outcomes), clock() - started)
+
+
+def _source(cluster: Cluster, name: str | None) -> str:
+    if name is None:
+        return cluster.head.name
+    if name not in cluster.names:
+        raise SparkLaunchError(f"--from {name}: no such node", f"nodes: {', '.join(cluster.names)}")
+    return name
+
+
+def _manifests(
+    cluster: Cluster, dirs: list[tuple[str, str]], reporter: SyncReporter
+) -> Mapping[str, Manifests | SparkLaunchError]:
+    """Every node's manifest of every model directory, all nodes at once."""
+    lock, said = threading.Lock(), dict[str, float]()
+
+    def hashing(node: str, path: str, event: dict[str, Any]) -> None:
+        with lock:
+            if time.monotonic() - said.get(node, 0.0) >= 5:  # a first hash of a big model takes a while
+                said[node] = time.monotonic()
+                reporter.info(f"{node}: hashing {path}: {human(event['done'])} of {human(event['total'])}")
+
+    def ask(node: str) -> Manifests:
+        agent = cluster.agents[node]
+        found = {}
+        for label, path in dirs:
+            answer = agent.manifest(path, functools.partial(hashing, node, path))
+            found[label] = Manifest.of(answer)
+        return found
+
+    return fan_out(cluster.names, ask)
+
+
+def _require_complete(cluster: Cluster, source: str, manifests: Manifests) -> None:
+    weights = needs_weights(cluster.spec)
+    for label, m in manifests.items():
+        missing = missing_parts(m, weights)
+        if missing:
+            raise SourceIncomplete(
+                f"the source {source} does not hold a complete {label} in {m.path}: "
+                f"missing {'; '.join(missing)}",
+                "complete it there (e.g. download it again), or copy from another node: --from NODE",
+            )
+
+
+def _plan(
+    cluster: Cluster, node: str, source: Manifests, answer: Manifests | SparkLaunchError
+) -> NodeOutcome:
+    """What one target lacks, per directory, and whether the copy can land there."""
+    if isinstance(answer, SparkLaunchError):
+        return NodeOutcome(node, "unreachable", detail=answer.message, hint=answer.hint, unreachable=True)
+    plans = []
+    for label, want in source.items():
+        have = answer[label]
+        block = have.room.block if have.room else 4096
+        transfer = plan_transfer(want, have, block)
+        problems = tuple(room_problems(node, transfer, have))
+        # rsync creates the directory itself when its parent exists: then nothing to prepare
+        ready = not transfer.remove and (
+            have.exists or (have.room is not None and have.room.at == _parent(want.path))
+        )
+        plans.append(DirPlan(label, want.path, transfer, problems, prepare=not ready))
+    if any(p.problems for p in plans):
+        space = any("space" in q for p in plans for q in p.problems)
+        hint = (
+            "free space there, or put the model on a larger file system (the same path on every node)"
+            if space
+            else f"on {node}: sudo chown -R $USER PATH (a container often leaves files owned by root)"
+        )
+        return NodeOutcome(node, "refused", tuple(plans), "refused before copying anything", hint)
+    needed = any(p.transfer.needed for p in plans)
+    return NodeOutcome(node, "would copy" if needed else "identical", tuple(plans))
+
+
+def _reach(cluster: Cluster, source: str, outcomes: list[NodeOutcome]) -> list[NodeOutcome]:
+    """Can the source's remote shell reach each target to copy, at its fabric address, with rsync there?"""
+    agent = cluster.agents[source]
+    to_copy = [o.node for o in outcomes if o.state == "would copy"]
+    answers = fan_out(
+        to_copy, lambda n: agent.ask(remote.reach_call(agent.dir, _host(cluster, n), DEFAULT_RSH))
+    )
+    out = []
+    for o in outcomes:
+        answer = answers.get(o.node)
+        if answer is None or (isinstance(answer, dict) and answer.get("ok")):
+            out.append(o)
+        elif isinstance(answer, SparkLaunchError):
+            out.append(replace(o, state="unreachable", detail=answer.message, unreachable=True))
+        else:
+            out.append(_unreached(cluster, source, o, answer))
+    return out
+
+
+def _unreached(cluster: Cluster, source: str, o: NodeOutcome, answer: dict[str, Any]) -> NodeOutcome:
+    host = _host(cluster, o.node)
+    if answer.get("failed") == "rsync":
+        return replace(
+            o, state="refused", detail=f"{source}: {answer['error']}", hint=f"install rsync on {source}"
+        )
+    if answer.get("failed") == "remote rsync":
+        detail = f"{o.node} has no rsync ({answer['error']})"
+        return replace(o, state="refused", detail=detail, hint=f"install rsync on {o.node}")
+    return replace(
+        o,
+        state="unreachable",
+        unreachable=True,
+        detail=f"{source} cannot reach {o.node} at {host} over SSH "
+        f"with `{answer.get('rsh')}`: {answer['error']}",
+        hint=f"give {source} a key for {o.node}'s fabric address: on {source}, `ssh-copy-id {host}` "
+        f"(then `ssh {host} true` once to accept its host key); or copy through this machine: --relay",
+    )
+
+
+def _parent(path: str) -> str:
+    return path.rstrip("/").rpartition("/")[0] or "/"
+
+
+def _host(cluster: Cluster, name: str) -> str:
+    node: Node = next(n for n in cluster.spec.nodes if n.name == name)
+    return remote_host(node.address, node.ssh)

@@ -1,0 +1,251 @@
+"""The copy itself: every target at once, rsync from the source, then verified by manifest.
+
+Direct: the source runs rsync to the target's fabric address over its own SSH.
+Relayed: through this machine (sync_relay). Either way the target hashes each file as soon
+as the copy has finished it (into its manifest cache), so the check after the copy, which
+must find the source's manifest, mostly reads the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from launcher.commands.sync_relay import relayed
+from launcher.core import remote
+from launcher.core.manifest import Manifest
+from launcher.core.sync_report import DirPlan, NodeOutcome
+from launcher.core.transfer import DEFAULT_RSH, Progress, plan_transfer, remote_target, rsync_argv
+from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster
+from launcher.node.executor import NodeError, Stream
+
+if TYPE_CHECKING:
+    from launcher.commands.sync_models import SyncOptions, SyncReporter
+
+TRIES = 2  # a copy whose result still differs is made once more
+
+
+def copy_all(
+    cluster: Cluster,
+    source: str,
+    found: dict[str, Manifest],
+    outcomes: list[NodeOutcome],
+    options: SyncOptions,
+    reporter: SyncReporter,
+) -> list[NodeOutcome]:
+    """Copy to every target that needs it, in parallel; each one's outcome."""
+    copying = {o.node: o for o in outcomes if o.state == "would copy"}
+    if not copying:
+        return outcomes
+    agent = cluster.agents[source]
+    agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
+    done = _all_at_once(
+        copying, lambda n: _TargetCopy(cluster, source, found, copying[n], options, reporter).run()
+    )
+    out = []
+    for o in outcomes:
+        result = done.get(o.node, o)
+        if isinstance(result, SparkLaunchError):
+            result = replace(o, state="failed", detail=result.message, hint=result.hint)
+        out.append(result)
+    return out
+
+
+def _all_at_once(names: Iterable[str], task: Callable[[str], NodeOutcome]) -> dict[str, Any]:
+    """Like fan_out, in daemon threads: on Ctrl-C the caller closes the connections and leaves
+    at once (each source's transfer script then stops its rsync), instead of waiting here."""
+    results: dict[str, Any] = {}
+
+    def guarded(name: str) -> None:
+        try:
+            results[name] = task(name)
+        except SparkLaunchError as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=guarded, args=(n,), daemon=True) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    return results
+
+
+class _TargetCopy:
+    """One target's copy: each directory readied, copied and verified; progress and timings kept."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        source: str,
+        found: dict[str, Manifest],
+        outcome: NodeOutcome,
+        options: SyncOptions,
+        reporter: SyncReporter,
+    ) -> None:
+        self.cluster, self.source, self.found, self.outcome = cluster, source, found, outcome
+        self.node, self.options, self.reporter = outcome.node, options, reporter
+        now = time.monotonic()
+        self.progress = Progress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now)
+        self.base = 0  # bytes of the directories done (progress counts across them)
+        self.sent, self.copying, self.verifying = 0, 0.0, 0.0
+
+    def run(self) -> NodeOutcome:
+        """Every directory, one after the other; the target's outcome."""
+        for index, plan in enumerate(self.outcome.dirs):
+            self._directory(plan, f"{self.node}-{index}")
+            self.base += plan.transfer.list_bytes
+        return replace(
+            self.outcome,
+            state="copied",
+            sent_bytes=self.sent,
+            copy_seconds=self.copying,
+            verify_seconds=self.verifying,
+        )
+
+    def _directory(self, plan: DirPlan, name: str) -> None:
+        """Ready, copy, verify; once more if it still differs, then an error naming the files."""
+        want, current = self.found[plan.label], plan
+        for attempt in range(TRIES):
+            if not current.transfer.needed:
+                return
+            if current.prepare or attempt:
+                self._prepare(current, name)
+            began = copied = time.monotonic()
+            answer = None
+            if current.transfer.send:
+                watcher = Prehash.start(self.cluster, self.node, want, current)
+                try:
+                    self._send(current, name)
+                finally:
+                    copied = time.monotonic()
+                    answer = watcher.finish()
+            self.sent += current.transfer.send_bytes
+            self.reporter.info(
+                f"{self.node}: verifying {plan.label} {plan.path}" + (" again" if attempt else "")
+            )
+            if answer is None:  # the watch did not end with the whole directory's manifest
+                answer = self.cluster.agents[self.node].manifest(plan.path)
+            have = Manifest.of(answer)
+            self.copying += copied - began
+            self.verifying += time.monotonic() - copied
+            current = replace(current, transfer=plan_transfer(want, have))
+        if current.transfer.needed:
+            bad = ", ".join(current.transfer.send + current.transfer.extra)
+            raise NodeError(
+                self.node, f"{plan.path} still differs from {self.source}'s after {TRIES} copies: {bad}"
+            )
+
+    def _prepare(self, plan: DirPlan, name: str) -> None:
+        agent = self.cluster.agents[self.node]
+        handover, run = remote.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
+        agent.run(handover).checked(self.node, "handing over the prepare job")
+        answer = agent.ask(run)
+        if not answer.get("ok"):
+            detail = answer.get("error") or "; ".join(answer.get("errors", []))
+            raise NodeError(
+                self.node, f"cannot make {plan.path} ready: {detail}", "check the owner and mode there"
+            )
+
+    def _send(self, plan: DirPlan, name: str) -> None:
+        """rsync the directory's files from the source to the target, reporting progress."""
+        node = next(n for n in self.cluster.spec.nodes if n.name == self.node)
+        bwlimit = int(self.options.bwlimit * 1e6 / 1024) if self.options.bwlimit else None
+        argv = rsync_argv(plan.path, remote_target(node.address, node.ssh, plan.path), bwlimit)
+        agent = self.cluster.agents[self.source]
+        handover, run = remote.transfer_calls(
+            agent.dir, name, argv, plan.transfer.send, DEFAULT_RSH, self.options.relay
+        )
+        agent.run(handover).checked(self.source, "handing over the transfer job")
+        if self.options.relay:
+            answer = relayed(self.cluster, self.source, self.node, run.command, self._advanced)
+        else:
+            answer = _direct(self.cluster, self.source, run, self._advanced)
+        if not answer.get("ok"):
+            raise NodeError(
+                self.node,
+                f"rsync from {self.source} failed (exit {answer.get('exit')}): "
+                f"{answer.get('error') or 'no output'}",
+                "run sync models again: it continues where it stopped",
+            )
+
+    def _advanced(self, event: dict[str, Any]) -> None:
+        self.progress = self.progress.advance(self.base + int(event["bytes"]), time.monotonic())
+        self.reporter.progress(self.node, self.progress)
+
+
+def _direct(
+    cluster: Cluster, source: str, run: remote.Call, on_event: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    answer: dict[str, Any] = {}
+
+    def on_line(line: str) -> None:
+        if line.startswith("{"):
+            data = json.loads(line)
+            if data.get("event") == "progress":
+                on_event(data)
+            elif "event" not in data:
+                answer.update(data)
+
+    cluster.agents[source].stream(run, on_line)
+    return answer
+
+
+class Prehash:
+    """The target hashing the copied files as they complete (the manifest script's `watch`)."""
+
+    LIMIT = 1 << 17  # its request travels as one argument: beyond this, the check hashes all
+
+    def __init__(self, stream: Stream | None) -> None:
+        self.stream = stream
+        self.answer: dict[str, Any] | None = None  # the directory's manifest, when all were hashed
+        self.idle = threading.Event()
+        self.ended = threading.Event()
+        if stream is None:
+            self.ended.set()
+        else:
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    @classmethod
+    def start(cls, cluster: Cluster, node: str, want: Manifest, plan: DirPlan) -> Prehash:
+        """Start watching the files `plan` sends (known sizes and mtimes), or nothing."""
+        expect = {
+            rel: [want.files[rel].size, want.mtimes[rel]] for rel in plan.transfer.send if rel in want.mtimes
+        }
+        agent = cluster.agents[node]
+        call = remote.prehash_call(agent.dir, plan.path, expect)
+        if not expect or len(call.command) > cls.LIMIT:
+            return cls(None)
+        return cls(agent.open(call))
+
+    def _read(self, stream: Stream) -> None:
+        buffer = b""
+        try:
+            for chunk in iter(lambda: stream.recv(1 << 16), b""):
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
+                    if line.startswith(b"{"):
+                        data = json.loads(line)
+                        (self.idle.set if data.get("event") == "idle" else self.idle.clear)()
+                        if "files" in data:
+                            self.answer = data
+        except (OSError, EOFError, ValueError):
+            pass  # it went away: the check after the copy hashes what it did not
+        finally:
+            self.ended.set()
+
+    def finish(self, limit: float = 3600) -> dict[str, Any] | None:
+        """After the copy: let it hash what the copy finished (until it is done or idle), then stop
+        it. The manifest of the whole directory it ends with, if it got that far."""
+        self.idle.clear()
+        deadline = time.monotonic() + limit
+        while not self.ended.wait(0.05) and not self.idle.is_set() and time.monotonic() < deadline:
+            pass
+        if self.stream is not None:
+            self.stream.close()
+        return self.answer

@@ -1,0 +1,143 @@
+"""A model directory by content (each file's size and sha256), as one node reports it. Pure.
+
+The node script `manifest` answers; `Manifest.of` reads the answer. Two nodes hold the
+same model when their manifests are equal; `differences` names the files that are not.
+sha256 because a model's weights on the Hugging Face Hub are LFS objects named by the
+sha256 of their bytes (the manifest can be checked against the Hub), and because the
+Sparks' Arm cores hash it in hardware.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.core.spec import Spec
+
+CONFIG = "config.json"
+TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tekken.json", "spiece.model")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a model: its size and the sha256 of its bytes."""
+
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Room:
+    """Where a copy would land on a node: free bytes, the allocation unit, what is not writable."""
+
+    free: int
+    block: int
+    at: str  # the existing directory measured: the model's, or its nearest existing parent
+    writable: bool
+    unwritable: tuple[str, ...] = ()  # files and directories inside the model we cannot write
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A model directory on one node: every file by content, and the indexes' shard names."""
+
+    path: str
+    exists: bool
+    files: Mapping[str, FileEntry] = field(default_factory=dict)
+    indexes: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+    unreadable: tuple[str, ...] = ()
+    hashed_bytes: int = 0  # bytes hashed for this answer; the rest came from the cache
+    room: Room | None = None
+    mtimes: Mapping[str, int] = field(default_factory=dict)  # whole seconds; not part of identity
+
+    @classmethod
+    def of(cls, answer: Mapping[str, Any]) -> Manifest:
+        """The manifest from the node script's JSON answer."""
+        room = answer.get("room")
+        return cls(
+            path=str(answer["path"]),
+            exists=bool(answer.get("exists")),
+            files={
+                rel: FileEntry(int(size), str(sha)) for rel, (size, sha) in answer.get("files", {}).items()
+            },
+            indexes={k: None if v is None else tuple(v) for k, v in answer.get("indexes", {}).items()},
+            unreadable=tuple(answer.get("unreadable", ())),
+            hashed_bytes=int(answer.get("hashed_bytes", 0)),
+            mtimes={rel: int(t) for rel, t in answer.get("mtimes", {}).items()},
+            room=Room(
+                int(room["free"]),
+                int(room["block"]),
+                str(room["at"]),
+                bool(room["writable"]),
+                tuple(room.get("unwritable", ())),
+            )
+            if room
+            else None,
+        )
+
+    @property
+    def total_bytes(self) -> int:
+        """The size of every file together."""
+        return sum(f.size for f in self.files.values())
+
+    @property
+    def digest(self) -> str:
+        """One hash of the whole manifest: equal digests, identical directories."""
+        body = json.dumps({k: [v.size, v.sha256] for k, v in sorted(self.files.items())})
+        return hashlib.sha256(body.encode()).hexdigest()
+
+
+def model_dirs(spec: Spec) -> list[tuple[str, str]]:
+    """(label, path) of every model directory the nodes need: the model, and a local draft model."""
+    dirs = [("model", spec.model.path)]
+    speculative = spec.serve.get("speculative_config")
+    draft = speculative.get("model") if isinstance(speculative, dict) else None
+    if isinstance(draft, str) and draft.startswith("/") and draft != spec.model.path:
+        dirs.append(("draft model", draft))
+    return dirs
+
+
+def needs_weights(spec: Spec) -> bool:
+    """False when vLLM makes up the weights (load_format: dummy): config and tokenizer suffice."""
+    return spec.serve.get("load_format") != "dummy"
+
+
+def missing_parts(m: Manifest, weights: bool = True) -> list[str]:
+    """What a complete model directory must hold and this one lacks (empty: complete)."""
+    if not m.exists:
+        return [f"the directory {m.path}"]
+    missing = [] if CONFIG in m.files else [CONFIG]
+    if not any(t in m.files for t in TOKENIZERS):
+        missing.append(f"a tokenizer ({', '.join(TOKENIZERS[:3])}, ...)")
+    for index, shards in sorted(m.indexes.items()):
+        if shards is None:
+            missing.append(f"a readable weight_map in {index}")
+            continue
+        missing += [f"{s} (named in {index})" for s in shards if s not in m.files]
+    if weights and not any(rel.endswith(WEIGHT_SUFFIXES) for rel in m.files):
+        missing.append(f"weights ({', '.join('*' + s for s in WEIGHT_SUFFIXES[:2])}, ...)")
+    return missing + [f"{rel} (unreadable)" for rel in m.unreadable]
+
+
+def differences(manifests: Mapping[str, Manifest]) -> dict[str, dict[str, FileEntry | None]]:
+    """Every file not identical on all nodes: {file: {node: its entry, or None where missing}}."""
+    names = sorted({rel for m in manifests.values() for rel in m.files})
+    out = {}
+    for rel in names:
+        entries = {node: m.files.get(rel) for node, m in manifests.items()}
+        if len(set(entries.values())) > 1:
+            out[rel] = entries
+    return out
+
+
+def human(size: float) -> str:
+    """A byte count for people: 1.5 GB, 320 MB, 12 kB (powers of 1000, as disks are sold)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(size) < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} TB"

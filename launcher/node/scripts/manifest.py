@@ -1,0 +1,251 @@
+"""The manifest of a model directory on this node: every file's size and sha256.
+
+Hashes are cached beside the model (`.spark-launch-manifest.json` in it, or under
+~/.cache/spark-launch/manifests when the model directory is read-only), each keyed by the
+file's size, mtime, ctime, inode and device: a second run re-hashes nothing that did not
+change, and a same-size rewrite whose mtime was put back is still caught (every write
+moves ctime, and a replaced file has a new inode). Also reported: the safetensors indexes'
+shard names, the free space where the model is (or would be) and what cannot be written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from launcher.node.scripts.common import emit, read_json  # inlined when sent
+
+CACHE_NAME = ".spark-launch-manifest.json"
+SKIP_TOP = (CACHE_NAME, ".cache")  # our cache; Hugging Face's download state (locks, metadata)
+CACHE_VERSION = 1
+BLOCK = 8 << 20  # read size: big blocks keep hashing at disk speed
+SETTLE = 0.5  # seconds a copied file's attributes must be unchanged before it is hashed
+WORKERS = max(1, min(4, os.cpu_count() or 1))  # hashlib releases the GIL: files hash in parallel
+
+
+def model_files(root: str) -> dict[str, os.stat_result]:
+    """Every regular file under root (symlinks followed), by path relative to root."""
+    found = {}
+    for directory, dirs, files in os.walk(root, followlinks=True):
+        rel_dir = os.path.relpath(directory, root)
+        if rel_dir == ".":
+            dirs[:] = [d for d in dirs if d not in SKIP_TOP]
+        dirs.sort()
+        for name in sorted(files):
+            rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+            if rel in SKIP_TOP:
+                continue
+            try:
+                st = os.stat(os.path.join(directory, name))
+            except OSError:
+                continue  # a dangling link, or gone meanwhile: not a file of the model
+            found[rel] = st
+    return found
+
+
+def cache_key(st: os.stat_result) -> list[int]:
+    """What every write of a file changes: size, mtime, ctime (not settable), inode, device."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def cache_paths(root: str) -> list[str]:
+    """Where the cache may be: in the model directory, else in this user's cache directory."""
+    tag = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:16]
+    home = os.path.join(os.path.expanduser("~"), ".cache", "spark-launch", "manifests", tag + ".json")
+    return [os.path.join(root, CACHE_NAME), home]
+
+
+def load_cache(root: str) -> dict[str, list[Any]]:
+    """Cached entries {file: key + [sha256]} from every cache place (the model's own first)."""
+    entries: dict[str, list[Any]] = {}
+    for path in reversed(cache_paths(root)):
+        data = read_json(path, {})
+        if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
+            entries.update(data.get("files", {}))
+    return entries
+
+
+def save_cache(root: str, entries: dict[str, list[Any]]) -> str | None:
+    """Write the cache where we can (atomically); the path written, or None."""
+    body = json.dumps({"version": CACHE_VERSION, "files": entries}, sort_keys=True)
+    for path in cache_paths(root):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(tmp, "w") as f:
+                f.write(body)
+            os.replace(tmp, path)
+            return path
+        except OSError:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return None
+
+
+def sha256_of(path: str, progress: list[int], lock: threading.Lock) -> str:
+    """The file's sha256, read in big blocks; `progress[0]` counts the bytes hashed."""
+    digest = hashlib.sha256()
+    buffer = bytearray(BLOCK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(buffer)
+            if not n:
+                return digest.hexdigest()
+            digest.update(view[:n])
+            with lock:
+                progress[0] += n
+
+
+def hash_files(root: str, todo: list[str], total: int) -> tuple[dict[str, str], list[str]]:
+    """Hash `todo` in parallel, reporting progress each second; (hashes, unreadable files)."""
+    progress, lock = [0], threading.Lock()
+    hashes: dict[str, str] = {}
+    unreadable: list[str] = []
+
+    def one(rel: str) -> None:
+        try:
+            hashes[rel] = sha256_of(os.path.join(root, rel), progress, lock)
+        except OSError:
+            unreadable.append(rel)
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        futures = [pool.submit(one, rel) for rel in todo]
+        while not all(f.done() for f in futures):
+            time.sleep(0.2 if total < (1 << 30) else 1.0)
+            emit(event="hashing", done=progress[0], total=total)
+    return hashes, sorted(unreadable)
+
+
+def manifest(root: str) -> dict[str, Any]:
+    """Every file's size and sha256 (cached ones reused), the indexes, what could not be read."""
+    files = model_files(root)
+    cached = load_cache(root)
+    sha: dict[str, str] = {}
+    todo = []
+    for rel, st in files.items():
+        entry = cached.get(rel)
+        if isinstance(entry, list) and entry[:5] == cache_key(st):
+            sha[rel] = entry[5]
+        else:
+            todo.append(rel)
+    todo.sort(key=lambda r: -files[r].st_size)  # big files first: the pool ends together
+    hashed_bytes = sum(files[r].st_size for r in todo)
+    fresh, unreadable = hash_files(root, todo, hashed_bytes) if todo else ({}, [])
+    sha.update(fresh)
+    entries = {}
+    for rel, digest in sha.items():
+        try:
+            now = cache_key(os.stat(os.path.join(root, rel)))
+        except OSError:
+            continue
+        if now == cache_key(files[rel]):  # a file written while it was hashed is not cached
+            entries[rel] = [*now, digest]
+    cache = save_cache(root, entries) if fresh or set(cached) != set(entries) else None
+    return {
+        "files": {rel: [files[rel].st_size, sha[rel]] for rel in sorted(sha)},
+        "mtimes": {rel: int(files[rel].st_mtime) for rel in sorted(sha)},
+        "indexes": indexes(root, files),
+        "unreadable": unreadable,
+        "hashed_bytes": hashed_bytes,
+        "cache": cache,
+    }
+
+
+def watch(root: str, expect: dict[str, list[int]]) -> None:
+    """While a copy runs: hash each expected file once the copy has finished it (the source's
+    size and mtime: rsync sets the mtime last), into the cache, so that the check after the
+    copy finds them hashed. Ends when all are hashed; says `idle` while none is ready.
+
+    Only an optimization: the manifest after the copy re-hashes any file whose cache key
+    (size, mtime, ctime, inode) moved since, so a file changed later is never trusted.
+    """
+    pending, entries, done = dict(expect), load_cache(root), 0
+    while pending:
+        ready = {}
+        for rel, (size, mtime) in pending.items():
+            try:
+                st = os.stat(os.path.join(root, rel))
+            except OSError:
+                continue
+            # rsync sets the mtime, then the mode: let the last change settle before hashing
+            if st.st_size == size and int(st.st_mtime) == mtime and time.time() - st.st_ctime > SETTLE:
+                ready[rel] = cache_key(st)
+        if not ready:
+            emit(event="idle", bytes=done, pending=len(pending))
+            time.sleep(0.5)
+            continue
+        hashes, _ = hash_files(root, sorted(ready), sum(k[0] for k in ready.values()))
+        for rel, digest in hashes.items():
+            try:
+                if cache_key(os.stat(os.path.join(root, rel))) == ready[rel]:
+                    entries[rel] = [*ready[rel], digest]
+                    done += ready[rel][0]
+                    del pending[rel]
+            except OSError:
+                pass
+        save_cache(root, entries)
+        emit(event="prehashed", bytes=done, pending=len(pending))
+    # All hashed: the directory's manifest (from the cache now) is the check after the copy.
+    emit(ok=True, path=root, exists=True, room=room(root), watched=done, **manifest(root))
+
+
+def indexes(root: str, files: dict[str, os.stat_result]) -> dict[str, Any]:
+    """The shard names each top-level *.index.json lists in its weight_map (None: unreadable)."""
+    found: dict[str, Any] = {}
+    for rel in files:
+        if "/" not in rel and rel.endswith(".index.json"):
+            data = read_json(os.path.join(root, rel))
+            weight_map = data.get("weight_map") if isinstance(data, dict) else None
+            found[rel] = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else None
+    return found
+
+
+def room(root: str) -> dict[str, Any]:
+    """Free space where the model is (or would be created), and what we cannot write there."""
+    at = root
+    while not os.path.isdir(at) and os.path.dirname(at) != at:
+        at = os.path.dirname(at)
+    vfs = os.statvfs(at)
+    unwritable: list[str] = []
+    if at == root:
+        for directory, dirs, names in os.walk(root):
+            rel_dir = os.path.relpath(directory, root)
+            for name in dirs + names:
+                rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+                if not os.access(os.path.join(directory, name), os.W_OK) and len(unwritable) < 100:
+                    unwritable.append(rel)
+    return {
+        "free": vfs.f_bavail * vfs.f_frsize,
+        "block": vfs.f_frsize or 4096,
+        "at": at,
+        "writable": os.access(at, os.W_OK),
+        "unwritable": unwritable,
+    }
+
+
+def main(argv: list[str]) -> None:
+    """manifest DIR REQUEST_JSON: {"path": the model directory[, "watch": {file: [size, mtime]}]}"""
+    request = json.loads(argv[1])
+    path = request["path"]
+    started = time.monotonic()
+    try:
+        if "watch" in request:
+            return watch(path, request["watch"])
+        if not os.path.isdir(path):
+            emit(ok=True, path=path, exists=False, room=room(path))
+            return
+        found = manifest(path)
+        emit(ok=True, path=path, exists=True, room=room(path), seconds=time.monotonic() - started, **found)
+    except OSError as exc:
+        emit(ok=False, path=path, error=f"{type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+    main(sys.argv[2:])
