@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import copy
+import functools
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from launcher.node.scripts import discover
 from tests.conftest import ROOT
 
-SPARK_SYS = ROOT / "tests" / "data" / "sysfs-dgx-spark"
+SPARK_TREE = ROOT / "tests" / "data" / "sysfs-dgx-spark"
+
+
+@functools.cache
+def spark_sys() -> Path:
+    """A DGX Spark's /sys as the discover script reads it, built once per test process.
+
+    The committed tree lacks each interface's and RDMA device's `device` link: in sysfs it
+    points back up at its PCI function (`../..`), a loop, and a loop in the repository
+    makes every walk of it (setuptools' file list in `pip install -e .`) run forever.
+    """
+    root = Path(tempfile.mkdtemp(prefix="sysfs-dgx-spark-")) / "sys"
+    shutil.copytree(SPARK_TREE, root, symlinks=True)
+    for kind in ("net", "infiniband"):
+        for entry in list(root.glob(f"devices/**/{kind}/*")):
+            if entry.is_dir() and not entry.is_symlink():
+                (entry / "device").symlink_to("../..")
+    return root
+
+
 QWEN_NEXT = {
     "architectures": ["Qwen3NextForCausalLM"],
     "model_type": "qwen3_next",
@@ -47,7 +70,7 @@ def spark_interfaces(lan: str, fabric: str | None) -> list[dict[str, Any]]:
     addresses = {"enP7s7": [address(lan)], "lo": [address("127.0.0.1", 8)]}
     if fabric:
         addresses["enp1s0f1np1"] = [address(fabric)]
-    return discover.interfaces(str(SPARK_SYS), addresses)
+    return discover.interfaces(str(spark_sys()), addresses)
 
 
 def vllm(version: str = "0.32.0", build: str = "b1", venv: str = "/opt/vllm") -> dict[str, Any]:

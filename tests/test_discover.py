@@ -17,9 +17,7 @@ from launcher.core import remote
 from launcher.node.agent import Agent
 from launcher.node.executor import LocalExecutor
 from launcher.node.scripts import bundle, discover
-from tests.conftest import ROOT
-
-SPARK_SYS = ROOT / "tests" / "data" / "sysfs-dgx-spark"
+from tests.init_facts import spark_sys
 
 
 def by_name(root: Path | str) -> dict[str, dict[str, Any]]:
@@ -27,7 +25,7 @@ def by_name(root: Path | str) -> dict[str, dict[str, Any]]:
 
 
 def test_a_spark_port_maps_to_its_own_roce_device_and_its_twin() -> None:
-    ifaces = by_name(SPARK_SYS)
+    ifaces = by_name(spark_sys())
     cabled = ifaces["enp1s0f1np1"]
     assert [(r["device"], r["via"], r["state"]) for r in cabled["rdma"]] == [
         ("rocep1s0f1", "netdev", "ACTIVE"),
@@ -42,7 +40,7 @@ def test_a_spark_port_maps_to_its_own_roce_device_and_its_twin() -> None:
 
 
 def test_the_uncabled_port_is_down_with_its_devices_down() -> None:
-    port = by_name(SPARK_SYS)["enp1s0f0np0"]
+    port = by_name(spark_sys())["enp1s0f0np0"]
     assert port["state"] == "down" and port["speed"] is None  # the kernel's -1: unknown
     assert [(r["device"], r["state"]) for r in port["rdma"]] == [
         ("rocep1s0f0", "DOWN"),
@@ -52,7 +50,7 @@ def test_the_uncabled_port_is_down_with_its_devices_down() -> None:
 
 def test_another_adapter_at_the_same_bus_device_function_is_no_twin() -> None:
     """The LAN port sits at 0007:01:00.0, like the ConnectX-7's 0000:01:00.0: not the same adapter."""
-    ifaces = by_name(SPARK_SYS)
+    ifaces = by_name(spark_sys())
     assert ifaces["enP7s7"]["pci"] == "0007:01:00.0" and ifaces["enP7s7"]["rdma"] == []
     assert ifaces["docker0"]["pci"] is None and ifaces["docker0"]["rdma"] == []
     assert ifaces["lo"]["loopback"] and not ifaces["enP7s7"]["loopback"]
@@ -62,7 +60,7 @@ def test_a_second_card_of_the_same_model_in_another_domain_is_no_twin(tmp_path: 
     """A server with two ConnectX-7 cards at 0000:01:00.1 and 0001:01:00.1: two adapters (two
     system image GUIDs), so neither port lends its RoCE device to the other."""
     root = tmp_path / "sys"
-    shutil.copytree(SPARK_SYS, root, symlinks=True)
+    shutil.copytree(spark_sys(), root, symlinks=True)
     function = root / "devices" / "pci0001:00" / "0001:00:00.0" / "0001:01:00.1"
     ib = function / "infiniband" / "mlx5_9"
     (function / "net" / "ens9np1").mkdir(parents=True)
@@ -88,7 +86,7 @@ def test_a_second_card_of_the_same_model_in_another_domain_is_no_twin(tmp_path: 
 
 
 def test_the_rdma_devices_read_from_the_tree() -> None:
-    devices = {d["device"]: d for d in discover.rdma_devices(str(SPARK_SYS))}
+    devices = {d["device"]: d for d in discover.rdma_devices(str(spark_sys()))}
     assert set(devices) == {"rocep1s0f0", "rocep1s0f1", "roceP2p1s0f0", "roceP2p1s0f1"}
     assert devices["roceP2p1s0f1"]["pci"] == "0002:01:00.1"
     assert devices["roceP2p1s0f1"]["pci_id"] == "0x15b3:0x1021"

@@ -27,3 +27,22 @@ def test_no_file_points_outside_the_repository() -> None:
             if OUTSIDE.search(line):
                 hits.append(f"{name}:{number}: {line.strip()}")
     assert not hits, "\n".join(hits)
+
+
+def test_no_link_in_the_repository_points_back_up_its_own_path() -> None:
+    """A link to one of its own ancestors is a loop: every walk that follows links (setuptools'
+    file list in `pip install -e .`, the first step of `make test`) would never end."""
+    staged = subprocess.run(
+        ["git", "ls-files", "--stage", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    links = [line.split("\t", 1)[1] for line in staged if line.startswith("120000 ")]
+    loops = [
+        name
+        for name in links
+        if (ROOT / name).resolve() in (ROOT / name).parents or (ROOT / name).resolve() == ROOT
+    ]
+    assert not loops, loops
