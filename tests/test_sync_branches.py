@@ -14,15 +14,12 @@ from typing import Any
 import pytest
 
 from launcher.commands.sync_models import SourceIncomplete, SyncOptions, sync_models
-from launcher.core.model import ModelFacts
-from launcher.core.plan import build_plan
 from launcher.core.sync_report import sync_json, sync_text
 from launcher.core.transfer import Progress
 from launcher.errors import ExitStatus
-from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
 from launcher.node.executor import Result
-from tests.conftest import base_spec, spec_of
+from tests.conftest import base_spec, plan_of, spec_of
 from tests.fakes.executor import Handler, ScriptedExecutor
 
 MODEL = {
@@ -59,7 +56,7 @@ class Collect:
 
 def cluster_with(handlers: dict[tuple[str, str], Handler]) -> tuple[Cluster, ScriptedExecutor]:
     spec = spec_of(base_spec("0.32.0", nodes=2))
-    plan = build_plan(spec, ModelFacts(True, "test"), catalog_for(spec))
+    plan = plan_of(base_spec("0.32.0", nodes=2))
     executor = ScriptedExecutor(
         {
             ("n1", "manifest"): lambda w: answer(MODEL),

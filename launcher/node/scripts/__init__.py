@@ -20,8 +20,21 @@ HERE = Path(__file__).parent
 SIBLING = re.compile(r"from launcher\.node\.scripts\.(\w+) import")
 FUTURE = "from __future__ import annotations"
 ENTRY = 'if __name__ == "__main__":'
-NAMES = ("start", "status", "watch", "stop", "logs", "lock", "facts", "net", "probe", "discover",
-    "manifest", "transfer", "prepare")
+NAMES = (
+    "start",
+    "status",
+    "watch",
+    "stop",
+    "logs",
+    "lock",
+    "facts",
+    "net",
+    "probe",
+    "discover",
+    "manifest",
+    "transfer",
+    "prepare",
+)
 LIBRARIES = ("common", "inputs", "installed")  # no entry of their own: only ever inlined
 
 

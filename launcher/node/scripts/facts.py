@@ -16,9 +16,8 @@ from launcher.node.scripts.common import (  # inlined when sent
     read_text,
     run_directory,
 )
-from launcher.node.scripts.inputs import config_hashes, engine_env, sha256_file  # inlined when sent
+from launcher.node.scripts.inputs import engine_env  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
-
 
 
 def site_packages(venv: str) -> str | None:
