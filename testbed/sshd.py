@@ -7,6 +7,7 @@ import socket
 import time
 from pathlib import Path
 
+from testbed import dockerd
 from testbed.errors import TestbedError
 from testbed.layout import Layout, Node
 from testbed.shell import SSHD, alive, all_pids, cmdline, run, terminate
@@ -43,9 +44,10 @@ def render_sshd_config(layout: Layout, node: Node) -> str:
         "MaxStartups 64:30:128",  # tests fan out many sessions at once
         # No `Subsystem sftp`: some hardened hosts have none, and spark-launch needs none.
     ]
-    if node.env:
-        # sshd keeps only the first SetEnv line it reads: every variable goes on one line.
-        lines.append("SetEnv " + " ".join(f'"{name}={value}"' for name, value in node.env))
+    # The node's docker CLI talks to the node's own daemon (testbed/dockerd.py), never the host's.
+    env = [*node.env, ("DOCKER_HOST", dockerd.docker_host(node))]
+    # sshd keeps only the first SetEnv line it reads: every variable goes on one line.
+    lines.append("SetEnv " + " ".join(f'"{name}={value}"' for name, value in env))
     return "\n".join(lines) + "\n"
 
 

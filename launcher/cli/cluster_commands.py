@@ -89,7 +89,8 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, as_json: bool) -> E
 
     \b
     Asks every node at once, over one SSH connection each, and compares in one table:
-      vllm     the binary, release (= the spec's), build fingerprint, commit, python, torch
+      vllm     the binary, release (= the spec's), build fingerprint, commit, python, torch;
+               docker runtime: the image on every node, the same by image id or repo digest
       model    the path exists; config.json and tokenizer files hashed; weights by size
                (files up to 16 MiB hashed too)
       env      every VLLM_/NCCL_/GLOO_/HF_/CUDA_ variable vLLM will inherit (secrets hashed),
@@ -99,6 +100,7 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, as_json: bool) -> E
       host     GPUs (nvidia-smi) and free memory against the weights (reported, warns)
       probe    each node's own vLLM runs create_engine_config() on exactly its planned argv
                and env, no weights loaded: the derived settings must agree, and match the plan
+               (docker runtime: inside the image, with the container options `up` uses)
     Exit 0 when alike, 3 when the nodes disagree, 4 when a node cannot be reached.
 
     \b
@@ -132,7 +134,9 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
     \b
     Stops every process group spark-launch started for this cluster (SIGTERM, then
     SIGKILL after --grace), found by a marker in their environment: never a process that
-    is not ours. Safe to run twice, and after a crash.
+    is not ours. Docker runtime: stops and removes every container labelled
+    spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
+    after a crash.
 
     \b
     Example:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_commands, spec_commands
+from launcher.cli import cluster_commands, spec_commands, sync_commands
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -31,6 +31,7 @@ def cli() -> None:
       spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
       spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
       spark-launch down cluster.yaml        # stop every rank (ours only)
+      spark-launch sync images cluster.yaml # the head's container image onto every node
       spark-launch schema > spec.schema.json  # the spec's JSON Schema, for your editor
 
     \b
@@ -49,6 +50,7 @@ for command in (
     cluster_commands.logs,
     cluster_commands.verify,
     cluster_commands.down,
+    sync_commands.sync,
 ):
     cli.add_command(command)
 

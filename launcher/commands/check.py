@@ -3,7 +3,8 @@
 Facts per node (one SSH call each): the vLLM install, the model files, the environment
 vLLM will inherit, the interface and address, free ports, GPUs and memory. Then a real
 TCP connection from every worker to a listener on the head, and the resolve probe: each
-node's own vLLM runs create_engine_config() on exactly the argv and env it will run.
+node's own vLLM runs create_engine_config() on exactly the argv and env it will run (for
+the docker runtime: inside the image, as `up` would start the container).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from launcher.core.checks import (
     Row,
     env_rows,
     host_rows,
+    image_release_row,
     model_rows,
     network_rows,
     probe_rows,
@@ -78,20 +80,18 @@ def run_check(cluster: Cluster, probe: bool = True) -> Report:
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes))
-    if probe and spec.vllm.runtime == "docker":
-        rows.append(
-            Row(
-                "probe",
-                "not run for the docker runtime yet",
-                {},
-                False,
-                "the image id row above shows whether the nodes run the same build",
-                "warn",
-            )
-        )
-    elif probe and all(f["vllm"].get("vllm_binary") for f in facts.values()):
-        rows += probe_rows(plan, load_catalog(plan.catalog_version), _probe(cluster))
+    if probe and _runnable(spec.vllm.runtime, facts):
+        resolved = _probe(cluster)
+        if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
+            rows.append(image_release_row(spec, resolved))
+        rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
     return Report(tuple(cluster.names), tuple(rows))
+
+
+def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
+    """True when every node holds the vLLM the probe runs: the venv's binary, or the image."""
+    key = "image_id" if runtime == "docker" else "vllm_binary"
+    return all(f["vllm"].get(key) for f in facts.values())
 
 
 def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -141,7 +141,9 @@ def _probe(cluster: Cluster) -> dict[str, dict[str, Any]]:
             tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
             return {"error": " / ".join(tail) or f"exit {result.exited}"}
         answer = json.loads(lines[-1][len(PROBE_MARKER) :])
-        return dict(answer["resolved"]) if answer.get("ok") else {"error": answer.get("error", "?")}
+        if not answer.get("ok"):
+            return {"error": answer.get("error", "?")}
+        return {**answer["resolved"], "vllm_version": answer.get("vllm_version")}
 
     answers = fan_out(cluster.names, resolve)
     return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}

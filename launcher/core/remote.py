@@ -12,8 +12,16 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.container import container_options
 from launcher.core.plan import Plan
-from launcher.core.render import NodeCommand, container_name, run_dir, shell_words
+from launcher.core.render import (
+    NodeCommand,
+    container_label,
+    container_name,
+    run_dir,
+    runtime_prefix,
+    shell_words,
+)
 from launcher.core.spec import Spec
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
@@ -74,9 +82,12 @@ def status_call(directory: str, offset: int | None = None) -> Call:
     return script("status", directory, *([] if offset is None else [str(offset)]), timeout=30)
 
 
-def stop_call(directory: str, grace: float) -> Call:
-    """Stop every process of ours on the node (TERM, then KILL after `grace` s)."""
-    return script("stop", directory, str(grace), timeout=grace + 30)
+def stop_call(directory: str, grace: float, containers: bool = False) -> Call:
+    """Stop every process of ours on the node (TERM, then KILL after `grace` s).
+
+    With `containers`: stop and remove every container carrying the cluster's label.
+    """
+    return script("stop", directory, str(grace), *(["containers"] if containers else []), timeout=grace + 30)
 
 
 def logs_call(directory: str, lines: int, follow: bool) -> Call:
@@ -99,6 +110,21 @@ def facts_call(directory: str, request: dict[str, Any]) -> Call:
     return script("facts", directory, json.dumps(request), timeout=120)
 
 
+def image_call(directory: str, image: str) -> Call:
+    """The image as the node's engine holds it (id, repo digests, size), and its free space."""
+    return script("image", directory, image)
+
+
+def save_command(image: str) -> str:
+    """On the node that holds the image: the image as a docker-archive stream on stdout."""
+    return shell_words(["docker", "save", image])
+
+
+def load_command() -> str:
+    """On the node that takes the image: read a docker-archive stream from stdin."""
+    return "docker load"
+
+
 def listen_call(directory: str, address: str, port: int, expect: int, seconds: float) -> Call:
     """Accept `expect` TCP connections on address:port within `seconds`."""
     return script("net", directory, "listen", address, str(port), str(expect), str(seconds))
@@ -110,15 +136,32 @@ def connect_call(directory: str, address: str, port: int, seconds: float) -> Cal
 
 
 def probe_call(spec: Spec, node: NodeCommand) -> Call:
-    """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside)."""
-    words = [
-        "env",
-        *[f"{k}={v}" for k, v in node.env.items()],
-        f"{spec.vllm.venv}/bin/python",
-        "-",
-        "resolve",
+    """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
+
+    docker runtime: inside the image, with the options `up` gives the container (network,
+    IPC, GPUs, limits, the model mount) and the same environment, passed by name so the
+    values stay out of docker's argv.
+    """
+    serve_argv = node.argv[len(runtime_prefix(spec)) :]
+    env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]
+    if spec.vllm.runtime == "venv":
+        return Call(
+            shell_words([*env, f"{spec.vllm.venv}/bin/python", "-", "resolve", *serve_argv]),
+            script="probe",
+            timeout=600,
+        )
+    docker = [
+        "docker",
+        "run",
+        "--rm",
+        "--interactive",
+        container_label(spec),
+        *container_options(spec.vllm.container, spec.model.path),
+        *[f"--env={k}" for k in node.env],
+        str(spec.vllm.image),
     ]
-    return Call(shell_words([*words, *node.argv[2:]]), script="probe", timeout=600)
+    words = [*env, *docker, PYTHON, "-", "resolve", *serve_argv]
+    return Call(shell_words(words), script="probe", timeout=600)
 
 
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:

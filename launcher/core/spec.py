@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from launcher.core.catalog import parse_version
+from launcher.core.container import ContainerSection, check_container
 from launcher.core.schema import EnvValue, build, doc, json_schema
 from launcher.errors import Problem
 
@@ -27,7 +28,14 @@ class VllmSection:
     version: str = doc("the vLLM release installed on every node, e.g. 0.33.0")
     runtime: Literal["venv", "docker"] = doc("venv (runs <venv>/bin/vllm) or docker", default="venv")
     venv: str | None = doc("venv runtime: the virtual environment holding vLLM", default=None)
-    image: str | None = doc("docker runtime: the container image holding vLLM", default=None)
+    image: str | None = doc(
+        "docker runtime: the container image holding vLLM; pin it by digest (name@sha256:...)",
+        default=None,
+    )
+    container: ContainerSection = doc(
+        "docker runtime: IPC, GPUs and limits of the containers (the defaults suit a DGX Spark)",
+        default_factory=ContainerSection,
+    )
     flags_from: str | None = doc(
         "for a release with no catalog: use this known release's flags, at your own risk",
         default=None,
@@ -102,6 +110,7 @@ def check_spec(spec: Spec) -> list[Problem]:
     """Problems a structurally valid spec can still have, without knowing vLLM."""
     problems = [*_check_top(spec), *_check_vllm(spec.vllm), *_check_nodes(spec.nodes)]
     problems += _check_env(spec)
+    problems += check_container(spec.vllm.container, spec.vllm.runtime, spec.model.path)
     name = spec.model.served_name
     if name is not None and (not name.strip() or name.startswith("-")):
         problems.append(

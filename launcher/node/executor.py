@@ -7,14 +7,16 @@ that cannot be reached, with the node's name, the reason and a hint.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import IO, Protocol, TypeVar
 
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -61,6 +63,18 @@ class HttpResponse:
     body: bytes
 
 
+@dataclass(frozen=True)
+class Relayed:
+    """A relay's outcome: the source command's result, each target's, and the bytes each got."""
+
+    source: Result
+    targets: dict[str, Result | NodeError]
+    sent: dict[str, int]
+
+
+Progress = Callable[[str, int], None]  # (target node, bytes it has been sent so far)
+
+
 class Executor(Protocol):
     """How the cluster operations reach a node, by the node's name."""
 
@@ -84,6 +98,11 @@ class Executor(Protocol):
         headers: dict[str, str] | None = None,
     ) -> HttpResponse:
         """An HTTP request to host:port as seen from the node (through the SSH connection)."""
+
+    def relay(
+        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+    ) -> Relayed:
+        """Run `command` on `source`; its output, as it comes, is the stdin of every target's command."""
 
     def close(self) -> None:
         """Release every connection."""
@@ -172,5 +191,76 @@ class LocalExecutor:
         finally:
             conn.close()
 
+    def relay(
+        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+    ) -> Relayed:
+        """Pipe one local command into others, through this process (as SSH does, through the launcher)."""
+        with contextlib.ExitStack() as stack:
+            outputs = {
+                n: (
+                    stack.enter_context(tempfile.TemporaryFile()),
+                    stack.enter_context(tempfile.TemporaryFile()),
+                )
+                for n in targets
+            }
+            sinks = {
+                n: subprocess.Popen(
+                    ["bash", "-c", cmd],
+                    stdin=subprocess.PIPE,
+                    stdout=outputs[n][0],
+                    stderr=outputs[n][1],
+                    cwd=self.home,
+                    env=self._env(n),
+                )
+                for n, cmd in targets.items()
+            }
+            src = subprocess.Popen(
+                ["bash", "-c", command],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.home,
+                env=self._env(source),
+            )
+            sent = _pump(src, {n: p.stdin for n, p in sinks.items() if p.stdin}, on_progress)
+            results: dict[str, Result | NodeError] = {}
+            for name, proc in sinks.items():
+                proc.wait()
+                out, err = (_read_back(f) for f in outputs[name])
+                results[name] = Result(targets[name], proc.returncode, out, err)
+            error = src.stderr.read().decode(errors="replace") if src.stderr else ""
+            return Relayed(Result(command, src.wait(), "", error), results, sent)
+
     def close(self) -> None:
         """Nothing to release."""
+
+
+def _pump(
+    src: subprocess.Popen[bytes], sinks: dict[str, IO[bytes]], on_progress: Progress | None
+) -> dict[str, int]:
+    """Copy src's stdout into every sink until it ends (or no sink takes more); bytes per sink."""
+    sent = dict.fromkeys(sinks, 0)
+    live = set(sinks)
+    assert src.stdout is not None
+    for block in iter(lambda: src.stdout.read(1 << 20) if src.stdout else b"", b""):
+        for name in sorted(live):
+            try:
+                sinks[name].write(block)
+            except BrokenPipeError:  # the target's command ended early: its result says why
+                live.discard(name)
+                continue
+            sent[name] += len(block)
+            if on_progress:
+                on_progress(name, sent[name])
+        if not live:
+            src.kill()
+            break
+    for sink in sinks.values():
+        with contextlib.suppress(BrokenPipeError):
+            sink.close()
+    return sent
+
+
+def _read_back(file: IO[bytes]) -> str:
+    """What a command wrote to a temporary file."""
+    file.seek(0)
+    return file.read().decode(errors="replace")

@@ -25,12 +25,14 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
-from launcher.node.executor import HttpResponse, NodeError, Result
+from launcher.node.executor import HttpResponse, NodeError, Progress, Relayed, Result
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
+RELAY_CHUNK = 1 << 20
+RELAY_WINDOW = 64 << 20  # bytes a node may send before we acknowledge: keeps a bulk stream full
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -216,8 +218,82 @@ class SshExecutor:
         finally:
             channel.close()
 
+    def relay(
+        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+    ) -> Relayed:
+        """Stream `command`'s output on `source` into every target's command, through this process.
+
+        One read from the source feeds every target (the source runs once); a target whose
+        command ends early is dropped and the others go on. Channels get a large window,
+        so the stream is not throttled by acknowledgements.
+        """
+        sinks: dict[str, paramiko.Channel] = {}
+        results: dict[str, Result | NodeError] = {}
+        for name, cmd in targets.items():
+            try:
+                sinks[name] = self._channel(name, cmd)
+            except NodeError as exc:
+                results[name] = exc
+        src = self._channel(source, command)
+        outputs: dict[str, tuple[bytearray, bytearray]] = {n: (bytearray(), bytearray()) for n in sinks}
+        sent = dict.fromkeys(targets, 0)
+        live = set(sinks)
+        with self._errors(source):
+            while live:
+                block = src.recv(RELAY_CHUNK)
+                if not block:
+                    break
+                for name in sorted(live):
+                    try:
+                        sinks[name].sendall(block)
+                    except (OSError, EOFError, paramiko.SSHException):  # its command ended: see its result
+                        live.discard(name)
+                        continue
+                    sent[name] += len(block)
+                    _drain(sinks[name], outputs[name])
+                    if on_progress:
+                        on_progress(name, sent[name])
+            if not live:
+                src.close()  # nobody takes more: the source's command gets SIGPIPE
+        for name, chan in sinks.items():
+            with self._errors(name):
+                chan.shutdown_write()
+                code = chan.recv_exit_status()
+                _drain(chan, outputs[name], everything=True)
+            out, err = (bytes(b).decode(errors="replace") for b in outputs[name])
+            results[name] = Result(targets[name], code, out, err)
+        with self._errors(source):
+            error = b"".join(iter(lambda: src.recv_stderr(65536), b"")).decode(errors="replace")
+            code = src.recv_exit_status() if not src.closed else -1
+        return Relayed(Result(command, code, "", error), results, sent)
+
+    def _channel(self, node: str, command: str) -> paramiko.Channel:
+        """A session channel on `node` running `command`, with a large window for bulk data."""
+        transport = self.connection(node).client.get_transport()
+        if transport is None:
+            raise NodeError(node, "the SSH connection closed")
+        with self._errors(node):
+            channel: paramiko.Channel = transport.open_session(window_size=RELAY_WINDOW)
+            channel.exec_command(command)
+            return channel
+
     def close(self) -> None:
         """Close every connection."""
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()
+
+
+def _drain(channel: paramiko.Channel, into: tuple[bytearray, bytearray], everything: bool = False) -> None:
+    """Take what the channel's command has written so far (to the end, with `everything`)."""
+    out, err = into
+    while everything or channel.recv_ready():
+        block = channel.recv(65536)
+        if not block:
+            break
+        out += block
+    while everything or channel.recv_stderr_ready():
+        block = channel.recv_stderr(65536)
+        if not block:
+            break
+        err += block

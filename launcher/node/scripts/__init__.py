@@ -14,7 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 COMMON_IMPORT = "from launcher.node.scripts.common import"
 FUTURE = "from __future__ import annotations"
-NAMES = ("start", "status", "stop", "logs", "lock", "facts", "net", "probe")
+NAMES = ("start", "status", "stop", "logs", "lock", "facts", "net", "probe", "image")
 
 
 @functools.cache

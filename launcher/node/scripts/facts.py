@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
-    docker,
     emit,
+    image_info,
     node_prefix,
     our_processes,
     read_text,
@@ -97,12 +97,8 @@ def vllm_facts(venv: str) -> dict[str, Any]:
 
 
 def image_facts(image: str) -> dict[str, Any]:
-    """The docker runtime: whether the image is here, and its id (the same id, the same build)."""
-    try:
-        done = docker("image", "inspect", "--format", "{{.Id}}", image)
-    except OSError:
-        return {"image_id": None, "docker": False}
-    return {"image_id": done.stdout.strip() or None, "docker": True}
+    """The docker runtime: whether the image is here, its id and repo digests."""
+    return image_info(image)
 
 
 def model_facts(path: str) -> dict[str, Any]:
