@@ -57,6 +57,9 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     assert (tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json.removed").exists()
     assert status(cluster).state == "stopped"
     assert down(cluster, 2, Silent()).per_node["n1"]["found"] == 0  # twice is fine
+    after: list[str] = []
+    logs(cluster, ["n1"], 10, False, after.append)  # docker no longer has it: the copy saved by down
+    assert any("Shutting down" in line for line in after)  # logged while down stopped it
 
 
 def record(cluster: Cluster, tmp_path: Path) -> dict[str, Any]:
@@ -85,14 +88,6 @@ def test_a_container_of_that_name_that_is_not_ours_is_left_alone(cluster: Cluste
         up(cluster, {"HF_TOKEN": "x"}, UpOptions(timeout=60, check=False, grace=2), Silent())
     assert f"a container named {name} that spark-launch did not start exists" in caught.value.message
     assert (state / f"{name}.json").exists()
-
-
-def test_a_dead_containers_log_survives_its_removal(cluster: Cluster, tmp_path: Path) -> None:
-    up(cluster, {"HF_TOKEN": "x"}, UpOptions(timeout=60, check=False, grace=2), Silent())
-    down(cluster, 2, Silent())
-    lines: list[str] = []
-    logs(cluster, ["n1"], 10, False, lines.append)  # docker no longer has it: the saved copy
-    assert any("Starting vLLM server" in line for line in lines)
 
 
 def check_rows(tmp_path: Path, held: dict[str, dict[str, str]], digests: bool = False) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
+from launcher.core.render import container_name
 from launcher.core.reports import check_text
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
@@ -61,6 +62,7 @@ def run_check(cluster: Cluster, probe: bool = True) -> Report:
         request = {
             "venv": spec.vllm.venv,
             "image": spec.vllm.image,
+            "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
             "model": spec.model.path,
             "interface": node.interface,
             "address": node.address,

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
+    container_state,
     emit,
     image_info,
     node_prefix,
@@ -196,7 +197,8 @@ def facts(directory: str, request: str) -> None:
     ask = json.loads(request)
     emit(
         ok=True,
-        ours_running=bool(our_processes(node_prefix(directory))),
+        ours_running=bool(our_processes(node_prefix(directory)))
+        or bool(ask.get("container") and container_state(ask["container"])["running"]),
         vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
         model=model_facts(ask["model"]),
         env=env_facts(),
