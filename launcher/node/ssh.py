@@ -33,6 +33,9 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
 RELAY_CHUNK = 1 << 20
 RELAY_WINDOW = 64 << 20  # bytes a node may send before we acknowledge: keeps a bulk stream full
+RELAY_PACKET = 1 << 18  # the largest packet a node may send us: fewer packets, less per-packet work
+# AES-GCM first (when the server offers it): no separate MAC pass, twice the bulk throughput here.
+GCM = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -83,6 +86,7 @@ class SshExecutor:
         config = Config(runtime_ssh_path=os.path.expanduser(self.ssh_config)) if self.ssh_config else Config()
         conn = Connection(self.targets[node], config=config, connect_timeout=self.connect_timeout)
         conn.connect_kwargs.setdefault("banner_timeout", self.connect_timeout)
+        conn.connect_kwargs["transport_factory"] = _gcm_first
         strict = str(conn.ssh_config.get("stricthostkeychecking", "ask")).lower()
         files = [
             Path(os.path.expanduser(f))
@@ -238,6 +242,7 @@ class SshExecutor:
         outputs: dict[str, tuple[bytearray, bytearray]] = {n: (bytearray(), bytearray()) for n in sinks}
         sent = dict.fromkeys(targets, 0)
         live = set(sinks)
+        stopped = False
         with self._errors(source):
             while live:
                 block = src.recv(RELAY_CHUNK)
@@ -253,7 +258,8 @@ class SshExecutor:
                     _drain(sinks[name], outputs[name])
                     if on_progress:
                         on_progress(name, sent[name])
-            if not live:
+            stopped = not live
+            if stopped:
                 src.close()  # nobody takes more: the source's command gets SIGPIPE
         for name, chan in sinks.items():
             with self._errors(name):
@@ -264,7 +270,7 @@ class SshExecutor:
             results[name] = Result(targets[name], code, out, err)
         with self._errors(source):
             error = b"".join(iter(lambda: src.recv_stderr(65536), b"")).decode(errors="replace")
-            code = src.recv_exit_status() if not src.closed else -1
+            code = -1 if stopped else src.recv_exit_status()
         return Relayed(Result(command, code, "", error), results, sent)
 
     def _channel(self, node: str, command: str) -> paramiko.Channel:
@@ -273,7 +279,9 @@ class SshExecutor:
         if transport is None:
             raise NodeError(node, "the SSH connection closed")
         with self._errors(node):
-            channel: paramiko.Channel = transport.open_session(window_size=RELAY_WINDOW)
+            channel: paramiko.Channel = transport.open_session(
+                window_size=RELAY_WINDOW, max_packet_size=RELAY_PACKET
+            )
             channel.exec_command(command)
             return channel
 
@@ -297,3 +305,11 @@ def _drain(channel: paramiko.Channel, into: tuple[bytearray, bytearray], everyth
         if not block:
             break
         err += block
+
+
+def _gcm_first(*args: Any, **kwargs: Any) -> paramiko.Transport:
+    """A Transport that prefers AES-GCM, and falls back to paramiko's usual order."""
+    transport = paramiko.Transport(*args, **kwargs)
+    options = transport.get_security_options()
+    options.ciphers = (*GCM, *(c for c in options.ciphers if c not in GCM))
+    return transport
