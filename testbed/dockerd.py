@@ -28,7 +28,7 @@ from pathlib import Path
 from testbed.errors import TestbedError
 from testbed.image import Archive
 from testbed.layout import Layout, Node
-from testbed.shell import alive, run, terminate
+from testbed.shell import alive, cmdline, run, terminate
 
 RUN_ROOT = Path("/run/spark-launch-testbed")  # exec roots: short paths (sockets live there)
 HOOK = "nvidia-container-runtime-hook"
@@ -77,7 +77,7 @@ def pid_of(node: Node) -> int | None:
         pid = int((exec_root(node) / "docker.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return pid if alive(pid) else None
+    return pid if alive(pid) and "dockerd" in " ".join(cmdline(pid)) else None  # not a reused pid
 
 
 def ensure_engines(layout: Layout, archive: Archive) -> dict[str, float]:
