@@ -77,7 +77,7 @@ def _ensure_docker(layout: Layout, venv: Path) -> None:
 def _down(layout: Layout) -> list[str]:
     """down's body, run under the machine lock."""
     # Each daemon stops its containers before its namespace goes (that kill has a short grace).
-    dockerd.stop_engines()
+    dockerd.stop_engines(layout)
     removed = []
     for ns in netns.namespaces():
         _remove_namespace(ns)

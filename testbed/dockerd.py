@@ -115,16 +115,29 @@ def load_image(node: Node, archive: Archive) -> float:
     return time.monotonic() - began
 
 
-def stop_engines() -> list[str]:
+def stop_engines(layout: Layout) -> list[str]:
     """Stop every bed daemon (each stops its containers first); the nodes they served."""
     nodes = [Node(int(d.name[4:])) for d in RUN_ROOT.glob("node*") if d.name[4:].isdigit()]
     running = {n.name: pid for n in nodes if (pid := pid_of(n)) is not None}
     terminate(list(running.values()), grace=30)
+    for node in nodes:
+        _unmount_leftovers(layout, node)
     return sorted(running)
+
+
+def _unmount_leftovers(layout: Layout, node: Node) -> None:
+    """Mounts a stopped daemon leaves behind: under its exec root (a handle on its network
+    namespace, which would keep the node's namespace alive after `ip netns del`) and its data root."""
+    roots = (f"{exec_root(node)}/", str(data_root(layout, node)))
+    with open("/proc/self/mounts") as mounts:
+        targets = [line.split()[1] for line in mounts if line.split()[1].startswith(roots)]
+    for target in sorted(targets, reverse=True):
+        run(["umount", "--lazy", target], check=False)
 
 
 def _start(layout: Layout, node: Node) -> None:
     """Start the node's dockerd in its network namespace (only: see the module's note)."""
+    _unmount_leftovers(layout, node)  # of a daemon killed without `testbed down`
     exec_root(node).mkdir(parents=True, exist_ok=True)
     data_root(layout, node).mkdir(parents=True, exist_ok=True)
     config = layout.node_dir(node) / "daemon.json"
