@@ -87,6 +87,7 @@ def give_node2_another_build(tmp_path: Path) -> None:
     patched.write_text(
         text.replace(needle, needle.replace("if cache_config.enable_prefix_caching:", "if False:"))
     )
+    engine("node2", "rm", "--force", "sl-variant", check=False)  # left by an interrupted run
     engine("node2", "create", "--name", "sl-variant", "--network", "none", TAG)
     try:
         engine("node2", "cp", str(patched), f"sl-variant:{original}")
@@ -268,6 +269,7 @@ def test_check_on_the_running_pair_says_which_image_identity_matched(served: dic
 
 
 def test_down_removes_our_containers_only(served: dict[str, Any]) -> None:
+    engine("node1", "rm", "--force", "sl-stranger", check=False)
     engine("node1", "run", "--detach", "--name", "sl-stranger", "--network", "none", TAG, "sleep", "300")
     try:
         done = cli("down", served["spec"])
