@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Protocol, TypeVar
 
 from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.node.relay import Progress, pump
 
 T = TypeVar("T")
 
@@ -70,9 +71,6 @@ class Relayed:
     source: Result
     targets: dict[str, Result | NodeError]
     sent: dict[str, int]
-
-
-Progress = Callable[[str, int], None]  # (target node, bytes it has been sent so far)
 
 
 class Executor(Protocol):
@@ -221,7 +219,15 @@ class LocalExecutor:
                 cwd=self.home,
                 env=self._env(source),
             )
-            sent = _pump(src, {n: p.stdin for n, p in sinks.items() if p.stdin}, on_progress)
+            stdout = src.stdout
+            assert stdout is not None
+            writers = {n: _writer(p.stdin) for n, p in sinks.items() if p.stdin}
+            sent, _ = pump(lambda: stdout.read(1 << 20), writers, (BrokenPipeError,), on_progress)
+            if src.poll() is None and all(p.poll() is not None for p in sinks.values()):
+                src.kill()  # nobody takes more
+            for proc in sinks.values():
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.close()  # type: ignore[union-attr]
             results: dict[str, Result | NodeError] = {}
             for name, proc in sinks.items():
                 proc.wait()
@@ -234,30 +240,13 @@ class LocalExecutor:
         """Nothing to release."""
 
 
-def _pump(
-    src: subprocess.Popen[bytes], sinks: dict[str, IO[bytes]], on_progress: Progress | None
-) -> dict[str, int]:
-    """Copy src's stdout into every sink until it ends (or no sink takes more); bytes per sink."""
-    sent = dict.fromkeys(sinks, 0)
-    live = set(sinks)
-    assert src.stdout is not None
-    for block in iter(lambda: src.stdout.read(1 << 20) if src.stdout else b"", b""):
-        for name in sorted(live):
-            try:
-                sinks[name].write(block)
-            except BrokenPipeError:  # the target's command ended early: its result says why
-                live.discard(name)
-                continue
-            sent[name] += len(block)
-            if on_progress:
-                on_progress(name, sent[name])
-        if not live:
-            src.kill()
-            break
-    for sink in sinks.values():
-        with contextlib.suppress(BrokenPipeError):
-            sink.close()
-    return sent
+def _writer(stream: IO[bytes]) -> Callable[[bytes], None]:
+    """Write whole blocks to a pipe."""
+
+    def write(block: bytes) -> None:
+        stream.write(block)
+
+    return write
 
 
 def _read_back(file: IO[bytes]) -> str:

@@ -25,7 +25,8 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
-from launcher.node.executor import HttpResponse, NodeError, Progress, Relayed, Result
+from launcher.node.executor import HttpResponse, NodeError, Relayed, Result
+from launcher.node.relay import Progress, pump
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
@@ -240,27 +241,22 @@ class SshExecutor:
                 results[name] = exc
         src = self._channel(source, command)
         outputs: dict[str, tuple[bytearray, bytearray]] = {n: (bytearray(), bytearray()) for n in sinks}
-        sent = dict.fromkeys(targets, 0)
-        live = set(sinks)
-        stopped = False
-        with self._errors(source):
-            while live:
-                block = src.recv(RELAY_CHUNK)
-                if not block:
-                    break
-                for name in sorted(live):
-                    try:
-                        sinks[name].sendall(block)
-                    except (OSError, EOFError, paramiko.SSHException):  # its command ended: see its result
-                        live.discard(name)
-                        continue
-                    sent[name] += len(block)
-                    _drain(sinks[name], outputs[name])
-                    if on_progress:
-                        on_progress(name, sent[name])
-            stopped = not live
-            if stopped:
-                src.close()  # nobody takes more: the source's command gets SIGPIPE
+
+        def writer(name: str) -> Callable[[bytes], None]:
+            def write(block: bytes) -> None:
+                sinks[name].sendall(block)
+                _drain(sinks[name], outputs[name])
+
+            return write
+
+        broken = (OSError, EOFError, paramiko.SSHException)
+        sent, failed = pump(lambda: src.recv(RELAY_CHUNK), {n: writer(n) for n in sinks}, broken, on_progress)
+        if failed is not None:
+            with self._errors(source):
+                raise failed
+        stopped = not src.eof_received
+        if stopped:
+            src.close()  # nobody took more: the source's command gets SIGPIPE
         for name, chan in sinks.items():
             with self._errors(name):
                 chan.shutdown_write()
