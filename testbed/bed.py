@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from testbed import links, model, netns, sshd, vllm_env
+from testbed import dockerd, image, links, model, netns, sshd, vllm_env
 from testbed.errors import TestbedError
 from testbed.layout import BRIDGE, BRIDGE_ADDR, NODE_IFACE, NS_PREFIX, Layout, Node
 from testbed.shell import machine_lock, require_root, require_tools, run, terminate
@@ -16,15 +17,22 @@ from testbed.shell import machine_lock, require_root, require_tools, run, termin
 _TOOLS = ("ip", "ssh-keygen", "unshare", "sshd")
 
 
-def up(layout: Layout, *, with_vllm: bool = True, venv_wait: float = 1800.0) -> dict[str, object]:
-    """Bring the bed to exactly `layout`: network, sshd per node, configs, vLLM and model."""
+def up(
+    layout: Layout, *, with_vllm: bool = True, venv_wait: float = 1800.0, docker: bool = False
+) -> dict[str, object]:
+    """Bring the bed to exactly `layout`: network, sshd per node, configs, vLLM and model;
+    with `docker`, a Docker engine per node holding the test image too."""
     require_root()
     require_tools(*_TOOLS)
+    if docker:
+        if not with_vllm:
+            raise TestbedError("--docker needs the vLLM venv (the test image holds it)", "drop --no-vllm")
+        require_tools("docker", "dockerd", "debootstrap")
     with machine_lock():
-        return _up(layout, with_vllm, venv_wait)
+        return _up(layout, with_vllm, venv_wait, docker)
 
 
-def _up(layout: Layout, with_vllm: bool, venv_wait: float) -> dict[str, object]:
+def _up(layout: Layout, with_vllm: bool, venv_wait: float, docker: bool) -> dict[str, object]:
     """up's body, run under the machine lock."""
     _check_dir(layout.root)
     layout.root.mkdir(parents=True, exist_ok=True)
@@ -44,6 +52,8 @@ def _up(layout: Layout, with_vllm: bool, venv_wait: float) -> dict[str, object]:
         vllm_env.link(venv, layout.vllm)
         model.write_model(layout.model, venv / "bin" / "python")
         model.write_weights(layout.model, venv / "bin" / "python")
+    if docker and venv is not None:
+        _ensure_docker(layout, venv)
     description = describe(layout, venv)
     layout.description.write_text(json.dumps(description, indent=2) + "\n")
     return description
@@ -57,8 +67,18 @@ def down(layout: Layout) -> list[str]:
         return _down(layout)
 
 
+def _ensure_docker(layout: Layout, venv: Path) -> None:
+    """The test image (built if not cached), and every node's engine holding it; times said."""
+    archive, built = image.ensure_archive(venv)
+    loads = dockerd.ensure_engines(layout, archive)
+    said = ", ".join(f"{n} {s:.0f} s" if s else f"{n} had it" for n, s in loads.items())
+    print(f"testbed: test image {archive.tag} ready in {built:.0f} s; loaded: {said}", file=sys.stderr)
+
+
 def _down(layout: Layout) -> list[str]:
     """down's body, run under the machine lock."""
+    # Each daemon stops its containers before its namespace goes (that kill has a short grace).
+    dockerd.stop_engines(layout)
     removed = []
     for ns in netns.namespaces():
         _remove_namespace(ns)
@@ -158,6 +178,7 @@ def describe(layout: Layout, venv: Path | None) -> dict[str, object]:
         "vllm": str(layout.vllm / "bin" / "vllm"),
         "vllm_venv_target": str(venv) if venv else None,
         "bridge": {"name": BRIDGE, "address": BRIDGE_ADDR},
+        "docker_image": image.TAG if any(dockerd.pid_of(n) for n in layout.nodes) else None,
         "nodes": [
             {
                 "name": n.name,
@@ -166,6 +187,7 @@ def describe(layout: Layout, venv: Path | None) -> dict[str, object]:
                 "interface": NODE_IFACE,
                 "namespace": n.namespace,
                 "env": dict(n.env),
+                "docker_host": dockerd.docker_host(n),
                 "sshd_log": str(layout.sshd_log(n)),
             }
             for n in layout.nodes
@@ -209,6 +231,7 @@ def _node_status(layout: Layout, node: Node, present: bool) -> dict[str, object]
     own_mnt = pid is not None and sshd.mount_namespace(pid) != sshd.mount_namespace(os.getpid())
     ok = present and f"{node.address}/24" in addrs and pid is not None
     return {
+        "dockerd_pid": dockerd.pid_of(node),
         "name": node.name,
         "namespace": node.namespace,
         "present": present,

@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _up(args: argparse.Namespace) -> int:
     """Bring the bed up (idempotent) and print how to reach it."""
     layout = Layout(args.dir, make_nodes(args.nodes, args.node_env))
-    info = bed.up(layout, with_vllm=not args.no_vllm, venv_wait=args.venv_wait)
+    info = bed.up(layout, with_vllm=not args.no_vllm, venv_wait=args.venv_wait, docker=args.docker)
     for node in layout.nodes:
         env = " ".join(f"{k}={v}" for k, v in node.env)
         print(f"{node.name}: {node.address} in {node.namespace}" + (f" env {env}" if env else ""))
@@ -129,6 +129,11 @@ def _parser() -> argparse.ArgumentParser:
         help="sshd SetEnv for one node (repeatable); omitted ones are removed",
     )
     p.add_argument("--no-vllm", action="store_true", help="skip the vLLM venv and model")
+    p.add_argument(
+        "--docker",
+        action="store_true",
+        help="also a Docker engine per node, holding the test image (built from local material, cached)",
+    )
     p.add_argument(
         "--venv-wait",
         type=float,

@@ -20,6 +20,9 @@ _TOOLS = {
     "ssh-keygen": "openssh-client",
     "unshare": "util-linux",
     "nsenter": "util-linux",
+    "docker": "docker.io",
+    "dockerd": "docker.io",
+    "debootstrap": "debootstrap",
 }
 LOCK = Path("/run/lock/spark-launch-testbed.lock")
 SSHD = Path("/usr/sbin/sshd")  # sshd refuses to run unless started by absolute path

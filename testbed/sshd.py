@@ -7,6 +7,7 @@ import socket
 import time
 from pathlib import Path
 
+from testbed import dockerd
 from testbed.errors import TestbedError
 from testbed.layout import SUBNET, Layout, Node
 from testbed.shell import SSHD, alive, all_pids, cmdline, run, terminate
@@ -55,7 +56,8 @@ def session_env(layout: Layout, node: Node) -> tuple[tuple[str, str], ...]:
     keys for each other's fabric address) without touching root's ~/.ssh: ssh reads the
     bed's ssh_config, whose `Host 10.99.0.*` block holds the bed's key and known hosts.
     """
-    own = {"RSYNC_RSH": f"ssh -F {layout.ssh_config}"}
+    # The node's docker CLI talks to the node's own daemon (testbed/dockerd.py), never the host's.
+    own = {"RSYNC_RSH": f"ssh -F {layout.ssh_config}", "DOCKER_HOST": dockerd.docker_host(node)}
     return tuple({**own, **dict(node.env)}.items())
 
 

@@ -1,18 +1,19 @@
-"""The docker runtime's lifecycle through the real node agent, against a FAKE docker CLI
-(tests/fakes/docker): no container engine can run here. One node, on this machine."""
+"""The docker runtime through the real node agent, against a FAKE docker CLI (tests/fakes/docker):
+the fast tier's edit loop. The real engines are in tests/e2e/test_containers.py."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from launcher.commands.down import down
 from launcher.commands.logs import logs
 from launcher.commands.status import status
-from launcher.commands.up import UpOptions, up
+from launcher.commands.up import StartupFailed, UpOptions, up
 from launcher.node.cluster import Cluster, Silent
 from launcher.node.executor import LocalExecutor
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
@@ -56,28 +57,73 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     assert (tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json.removed").exists()
     assert status(cluster).state == "stopped"
     assert down(cluster, 2, Silent()).per_node["n1"]["found"] == 0  # twice is fine
+    after: list[str] = []
+    logs(cluster, ["n1"], 10, False, after.append)  # docker no longer has it: the copy saved by down
+    assert any("Shutting down" in line for line in after)  # logged while down stopped it
 
 
-def test_check_fails_a_node_without_the_image_and_one_holding_another_build(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def record(cluster: Cluster, tmp_path: Path) -> dict[str, Any]:
+    return dict(json.loads((tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json").read_text()))
+
+
+def test_down_removes_only_containers_with_our_label(cluster: Cluster, tmp_path: Path) -> None:
+    state = tmp_path / "docker"
+    state.mkdir()
+    stranger = {"pid": os.getpid(), "id": "fake-stranger", "log": "/dev/null", "labels": {"team": "x"}}
+    (state / "stranger.json").write_text(json.dumps(stranger))
+    up(cluster, {"HF_TOKEN": "x"}, UpOptions(timeout=60, check=False, grace=2, wait=False), Silent())
+    stopped = down(cluster, 2, Silent())
+    assert stopped.per_node["n1"] == {
+        "ok": True, "containers": True, "found": 1, "groups": 1, "killed": 0, "removed": 1, "remaining": 0
+    }  # fmt: skip
+    assert (state / "stranger.json").exists()
+
+
+def test_a_container_of_that_name_that_is_not_ours_is_left_alone(cluster: Cluster, tmp_path: Path) -> None:
+    state = tmp_path / "docker"
+    state.mkdir()
+    name = f"spark-launch-{cluster.spec.name}"
+    (state / f"{name}.json").write_text(json.dumps({"pid": 999999, "id": "fake-theirs", "log": "/dev/null"}))
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {"HF_TOKEN": "x"}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    assert f"a container named {name} that spark-launch did not start exists" in caught.value.message
+    assert (state / f"{name}.json").exists()
+
+
+def check_rows(tmp_path: Path, held: dict[str, dict[str, str]], digests: bool = False) -> dict[str, Any]:
+    """check's rows for nodes holding `held` ({node: {image: id}}) on FAKE engines."""
     from launcher.commands.check import run_check
 
-    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
-    image = "nvcr.io/nvidia/vllm:26.05-py3"
-    held = {"n1": {image: "sha256:aaa"}, "n2": {}, "n3": {image: "sha256:bbb"}}
     node_env = {}
     for name, images in held.items():
         state = tmp_path / f"docker-{name}"
         state.mkdir()
         (state / "images.json").write_text(json.dumps(images))
         node_env[name] = {"FAKE_DOCKER_STATE": str(state)}
-    data = base_spec("0.33.0", nodes=3)
-    data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": image}
+    data = base_spec("0.33.0", nodes=len(held))
+    data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": IMAGE}
     base = local_cluster(data, tmp_path / "home")
     cluster = Cluster(base.spec, base.plan, LocalExecutor(tmp_path / "home", node_env))
-    rows = {r.item: r for r in run_check(cluster, probe=True).rows}
-    present = rows[f"image {image} present"]
-    assert present.failed and present.values == {"n1": "sha256:aaa", "n2": None, "n3": "sha256:bbb"}
-    assert rows["image id"].failed
-    assert rows["image id"].values == {"n1": "sha256:aaa", "n2": "", "n3": "sha256:bbb"}
+    return {r.item: r for r in run_check(cluster, probe=True).rows}
+
+
+IMAGE = "nvcr.io/nvidia/vllm:26.05-py3"
+
+
+def test_check_fails_a_node_without_the_image_and_one_holding_another_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    rows = check_rows(tmp_path, {"n1": {IMAGE: "sha256:aaa"}, "n2": {}, "n3": {IMAGE: "sha256:bbb"}})
+    present = rows[f"image {IMAGE} present"]
+    assert present.failed and present.values["n1"] == "aaa" and present.values["n3"] == "bbb"
+    assert present.values["n2"] == f"NO: Error response from daemon: No such image: {IMAGE}"
+    assert "spark-launch sync images" in str(present.hint)
+    assert "image id" not in rows and "probe" not in {r.area for r in rows.values()}  # nothing to compare yet
+
+
+def test_check_fails_nodes_holding_another_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    rows = check_rows(tmp_path, {"n1": {IMAGE: "sha256:aaa"}, "n2": {IMAGE: "sha256:bbb"}})
+    assert rows["image id"].failed and rows["image id"].values == {"n1": "aaa", "n2": "bbb"}
+    assert rows["image repo digest"].failed and "sync images" in str(rows["image id"].hint)

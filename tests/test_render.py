@@ -111,12 +111,16 @@ def test_docker_runtime_keeps_every_value_out_of_argv() -> None:
     argv = plan.nodes[1].argv
     assert argv[:3] == ("docker", "run", "--detach")
     assert {
+        "--label=spark-launch.cluster=t",
+        "--pull=never",
         "--network=host",
         "--ipc=host",
         "--gpus=all",
-        "--volume=/models/m:/models/m:ro",
+        "--ulimit=memlock=-1",
+        "--mount=type=bind,source=/models/m,target=/models/m,readonly",
         "--env-file=node.env",
     } <= set(argv)
+    assert not [a for a in argv if a.startswith("--shm-size")]  # meaningless with the host's IPC
     image_at = argv.index("nvcr.io/nvidia/vllm:26.05-py3")
     assert argv[image_at + 1 : image_at + 4] == ("vllm", "serve", "/models/m")
     for node in plan.nodes:  # no env value (the node's address, the spec's env) reaches docker's argv

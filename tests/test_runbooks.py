@@ -29,6 +29,7 @@ EXPECTED = (
     "daily-operations.md",
     "startup-failed.md",
     "upgrading-vllm.md",
+    "containers.md",
 )
 
 FENCE = re.compile(r"^\s*```\s*(\S*)")

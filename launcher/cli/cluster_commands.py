@@ -98,7 +98,8 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
 
     \b
     Asks every node at once, over one SSH connection each, and compares in one table:
-      vllm     the binary, release (= the spec's), build fingerprint, commit, python, torch
+      vllm     the binary, release (= the spec's), build fingerprint, commit, python, torch;
+               docker runtime: the image on every node, the same by image id or repo digest
       model    the path exists (and a local draft model's); complete (config, tokenizer,
                every indexed shard); every file the same by sha256 (hashes cached beside
                the model, so an unchanged model is confirmed in seconds; fix: sync models)
@@ -111,7 +112,8 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
                and env, no weights loaded: the derived settings must agree, and match the plan.
                Each node keeps its answer, keyed by everything that decides it (vLLM's files,
                python, argv, engine variables, the model's config and tokenizer): a repeated
-               check is answered in about a second; --fresh resolves anyway
+               check is answered in about a second; --fresh resolves anyway (docker runtime:
+               inside the image, with the container options `up` uses)
     Exit 0 when alike, 3 when the nodes disagree, 4 when a node cannot be reached.
 
     \b
@@ -145,7 +147,9 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
     \b
     Stops every process group spark-launch started for this cluster (SIGTERM, then
     SIGKILL after --grace), found by a marker in their environment: never a process that
-    is not ours. Safe to run twice, and after a crash.
+    is not ours. Docker runtime: stops and removes every container labelled
+    spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
+    after a crash.
 
     \b
     Example:

@@ -34,6 +34,7 @@ def cli() -> None:
       spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
       spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
       spark-launch down cluster.yaml        # stop every rank (ours only)
+      spark-launch sync images cluster.yaml # the head's container image onto every node
       spark-launch schema > spec.schema.json  # the spec's JSON Schema, for your editor
 
     \b

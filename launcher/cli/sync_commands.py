@@ -1,7 +1,8 @@
-"""`spark-launch sync ...`: make what the nodes hold identical (models)."""
+"""`spark-launch sync ...`: make what the nodes hold identical (models, container images)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster
+from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:
@@ -24,6 +26,7 @@ def sync() -> None:
     Examples:
       spark-launch sync models cluster.yaml --dry-run
       spark-launch sync models cluster.yaml
+      spark-launch sync images cluster.yaml    # the spec's container image
     """
 
 
@@ -135,3 +138,41 @@ class TransferPrinter:
             self.stream.write("".join(p.line(n, width) + "\n" for n, p in self.rows.items()))
             self.drawn = len(self.rows)
         self.stream.flush()
+
+
+@sync.command()
+@SPEC
+@SSH_CONFIG
+@JSON
+def images(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
+    """Give every node the head's build of the spec's container image (docker runtime).
+
+    \b
+    For each node that lacks the image, or holds another build under the same name, the
+    head's `docker save` is streamed through this machine's SSH connections into that
+    node's `docker load`: all such nodes at once, from one save, with progress per node.
+    A node whose image id (or a repo digest) already matches the head's is skipped; a
+    node with too little free space where docker keeps its images is refused before
+    anything is copied (loading needs about twice the image's size there). Afterwards
+    `spark-launch check` finds the same image id on every node.
+
+    \b
+    An image pinned by digest (name@sha256:...) cannot be copied this way (a loaded image
+    has no repo digest): pull it on each node instead.
+    Exit 0 when every node holds the head's image, 1 otherwise.
+
+    \b
+    Examples:
+      spark-launch sync images cluster.yaml
+      spark-launch sync images cluster.yaml --json | jq '.nodes[] | {name, action}'
+    """
+    from launcher.commands.sync_images import sync_images
+
+    with open_cluster(spec, ssh_config) as cluster:
+        result = sync_images(cluster, Printer())
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+    else:
+        for node in result.nodes:
+            click.echo(f"{node.name}: {node.action}: {node.detail}")
+    return ExitStatus.OK if result.ok else ExitStatus.FAILURE

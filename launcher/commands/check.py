@@ -4,7 +4,8 @@ Facts per node (one SSH call each): the vLLM install, the environment vLLM will 
 the interface and address, free ports, GPUs and memory; then the manifest of each model
 directory (sha256 per file, cached beside the model: seconds when nothing changed). Then a real
 TCP connection from every worker to a listener on the head, and the resolve probe: each
-node's own vLLM runs create_engine_config() on exactly the argv and env it will run.
+node's own vLLM runs create_engine_config() on exactly the argv and env it will run (for
+the docker runtime: inside the image, as `up` would start the container).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from launcher.core.checks import (
     Row,
     env_rows,
     host_rows,
+    image_release_row,
     model_rows,
     network_rows,
     probe_rows,
@@ -28,6 +30,7 @@ from launcher.core.checks import (
 )
 from launcher.core.checks.model import weight_bytes
 from launcher.core.manifest import model_dirs
+from launcher.core.render import container_name
 from launcher.core.reports import check_text
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
@@ -59,15 +62,17 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Repo
 
     The probe (each node's vLLM resolving its command) runs alongside the other questions,
     answered from each node's cache when nothing it depends on changed (`fresh`: resolve anyway).
+    docker runtime: the probe runs inside the image once every node is known to hold it.
     """
+    early = probe and cluster.spec.vllm.runtime == "venv"
     with ThreadPoolExecutor(max_workers=1) as pool:
-        probing = (
-            pool.submit(_probe, cluster, fresh) if probe and cluster.spec.vllm.runtime == "venv" else None
-        )
-        return _check(cluster, probing)
+        probing = pool.submit(_probe, cluster, fresh) if early else None
+        return _check(cluster, probing, probe_late=probe and not early, fresh=fresh)
 
 
-def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) -> Report:
+def _check(
+    cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
+) -> Report:
     spec, plan = cluster.spec, cluster.plan
     ports = sorted({plan.api_port, plan.master_port})
 
@@ -76,6 +81,7 @@ def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) 
         request = {
             "venv": spec.vllm.venv,
             "image": spec.vllm.image,
+            "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
             "interface": node.interface,
             "address": node.address,
             "ports": ports if name == cluster.head.name else [],
@@ -98,14 +104,24 @@ def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) 
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes))
-    if probing is not None and all(f["vllm"].get("vllm_binary") for f in facts.values()):
-        resolved = probing.result()
+    resolved = None
+    if _runnable(spec.vllm.runtime, facts):
+        resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
+    if resolved is not None:
         cached = {
             n: "from the node's cache" if r.get("cached") else "resolved now" for n, r in resolved.items()
         }
         rows.append(Row("probe", "answers", cached, True, level="warn"))
+        if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
+            rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
     return Report(tuple(cluster.names), tuple(rows))
+
+
+def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
+    """True when every node holds the vLLM the probe runs: the venv's binary, or the image."""
+    key = "image_id" if runtime == "docker" else "vllm_binary"
+    return all(f["vllm"].get(key) for f in facts.values())
 
 
 def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
@@ -158,7 +174,11 @@ def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
         answer = json.loads(lines[-1][len(PROBE_MARKER) :])
         if not answer.get("ok"):
             return {"error": answer.get("error", "?")}
-        return {**answer["resolved"], "cached": bool(answer.get("cached"))}
+        return {
+            **answer["resolved"],
+            "cached": bool(answer.get("cached")),
+            "vllm_version": answer.get("vllm_version"),
+        }
 
     answers = fan_out(cluster.names, resolve)
     return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}

@@ -10,7 +10,8 @@ from launcher.node.cluster import Cluster, Reporter
 
 def stop_reachable(cluster: Cluster, grace: float) -> tuple[DownResult, dict[str, SparkLaunchError]]:
     """Stop every process of ours on every node that answers, at once; and the nodes that did not."""
-    results = cluster.each(lambda agent: agent.stop(grace))
+    containers = cluster.spec.vllm.runtime == "docker"
+    results = cluster.each(lambda agent: agent.stop(grace, containers))
     stopped = {n: r for n, r in results.items() if isinstance(r, dict)}
     return DownResult(stopped), {n: r for n, r in results.items() if isinstance(r, SparkLaunchError)}
 

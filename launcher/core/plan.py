@@ -9,6 +9,7 @@ from typing import Any
 
 from launcher.core.argv import BadValue, check_value, option_args
 from launcher.core.catalog import Catalog, parse_version
+from launcher.core.container import changed_from_defaults, container_settings
 from launcher.core.model import ModelFacts
 from launcher.core.render import NodeCommand, render_nodes
 from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
@@ -118,6 +119,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
             notes.append(f"serve.{key}: {option.deprecated}")
     if problems:
         raise PlanProblems(problems)
+    notes += _container_notes(spec)
     return Plan(
         spec.name,
         spec.vllm.version,
@@ -263,4 +265,21 @@ def _topology(spec: Spec) -> list[Derived]:
             None,
             "from each node's address, interface and hca; every other variable is identical",
         ),
+        *_container(spec),
+    ]
+
+
+def _container(spec: Spec) -> list[Derived]:
+    if spec.vllm.runtime != "docker":
+        return []
+    return [Derived(*row) for row in container_settings(spec.vllm.container)]
+
+
+def _container_notes(spec: Spec) -> list[str]:
+    changed = changed_from_defaults(spec.vllm.container) if spec.vllm.runtime == "docker" else []
+    if not changed:
+        return []
+    return [
+        f"vllm.container changes what a DGX Spark needs ({', '.join(changed)}): "
+        "right only for machines that differ, as the spec should say"
     ]

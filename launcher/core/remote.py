@@ -12,8 +12,16 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.container import container_options
 from launcher.core.plan import Plan
-from launcher.core.render import NodeCommand, container_name, run_dir, shell_words
+from launcher.core.render import (
+    NodeCommand,
+    container_label,
+    container_name,
+    run_dir,
+    runtime_prefix,
+    shell_words,
+)
 from launcher.core.spec import Spec
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
@@ -80,9 +88,12 @@ def watch_call(directory: str, offset: int, seconds: float) -> Call:
     return script("watch", directory, str(offset), str(int(seconds) + 1), timeout=seconds + 60)
 
 
-def stop_call(directory: str, grace: float) -> Call:
-    """Stop every process of ours on the node (TERM, then KILL after `grace` s)."""
-    return script("stop", directory, str(grace), timeout=grace + 30)
+def stop_call(directory: str, grace: float, containers: bool = False) -> Call:
+    """Stop every process of ours on the node (TERM, then KILL after `grace` s).
+
+    With `containers`: stop and remove every container carrying the cluster's label.
+    """
+    return script("stop", directory, str(grace), *(["containers"] if containers else []), timeout=grace + 30)
 
 
 def logs_call(directory: str, lines: int, follow: bool) -> Call:
@@ -105,6 +116,21 @@ def facts_call(directory: str, request: dict[str, Any]) -> Call:
     return script("facts", directory, json.dumps(request), timeout=120)
 
 
+def image_call(directory: str, image: str) -> Call:
+    """The image as the node's engine holds it (id, repo digests, size), and its free space."""
+    return script("image", directory, image)
+
+
+def save_command(image: str) -> str:
+    """On the node that holds the image: the image as a docker-archive stream on stdout."""
+    return shell_words(["docker", "save", image])
+
+
+def load_command() -> str:
+    """On the node that takes the image: read a docker-archive stream from stdin."""
+    return "docker load"
+
+
 def listen_call(directory: str, address: str, port: int, expect: int, seconds: float) -> Call:
     """Accept `expect` TCP connections on address:port within `seconds`."""
     return script("net", directory, "listen", address, str(port), str(expect), str(seconds))
@@ -118,12 +144,29 @@ def connect_call(directory: str, address: str, port: int, seconds: float) -> Cal
 def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> Call:
     """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
 
-    Its answer is cached on the node under PROBE_CACHE, keyed by everything that decides it
-    (`tag` names this probe's version); `fresh` resolves anyway.
+    venv runtime: the answer is cached on the node under PROBE_CACHE, keyed by everything
+    that decides it (`tag` names this probe's version); `fresh` resolves anyway.
+    docker runtime: inside the image, with the options `up` gives the container (network,
+    IPC, GPUs, limits, the model mount) and the same environment, passed by name so the
+    values stay out of docker's argv; resolved every time (the container keeps nothing).
     """
-    env = [f"{k}={v}" for k, v in node.env.items()]
-    cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
-    words = ["env", *env, f"{spec.vllm.venv}/bin/python", "-", *cache, "resolve", *node.argv[2:]]
+    serve_argv = node.argv[len(runtime_prefix(spec)) :]
+    env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]
+    if spec.vllm.runtime == "venv":
+        cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
+        words = [*env, f"{spec.vllm.venv}/bin/python", "-", *cache, "resolve", *serve_argv]
+        return Call(shell_words(words), script="probe", timeout=600)
+    docker = [
+        "docker",
+        "run",
+        "--rm",
+        "--interactive",
+        container_label(spec),
+        *container_options(spec.vllm.container, spec.model.path),
+        *[f"--env={k}" for k in node.env],
+        str(spec.vllm.image),
+    ]
+    words = [*env, *docker, PYTHON, "-", "resolve", *serve_argv]
     return Call(shell_words(words), script="probe", timeout=600)
 
 

@@ -10,6 +10,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from launcher.core.container import container_options
 from launcher.core.spec import Node, Spec
 from launcher.errors import SparkLaunchError
 
@@ -17,6 +18,7 @@ from launcher.errors import SparkLaunchError
 # run directory on the node, so no value ever reaches argv and argv stays identical.
 DOCKER_ENV_FILE = "node.env"
 RUN_ROOT = ".spark-launch"  # under the remote user's home
+CONTAINER_LABEL = "spark-launch.cluster"
 
 
 def run_dir(cluster: str, node: str) -> str:
@@ -71,24 +73,23 @@ def runtime_prefix(spec: Spec) -> tuple[str, ...]:
     """How `vllm serve` is invoked on the nodes: from the venv, or inside the image."""
     if spec.vllm.runtime == "venv":
         return (f"{spec.vllm.venv}/bin/vllm", "serve")
-    model = spec.model.path
     return (
         "docker",
         "run",
         "--detach",
         f"--name={container_name(spec)}",
-        f"--label=spark-launch.cluster={spec.name}",
-        "--network=host",
-        "--ipc=host",
-        "--gpus=all",
-        "--ulimit=memlock=-1",
-        "--ulimit=stack=67108864",
-        f"--volume={model}:{model}:ro",
+        container_label(spec),
+        *container_options(spec.vllm.container, spec.model.path),
         f"--env-file={DOCKER_ENV_FILE}",
         str(spec.vllm.image),
         "vllm",
         "serve",
     )
+
+
+def container_label(spec: Spec) -> str:
+    """The label marking the cluster's containers: `down` removes those, and only those."""
+    return f"--label={CONTAINER_LABEL}={spec.name}"
 
 
 def render_nodes(spec: Spec, engine_args: Sequence[str]) -> tuple[NodeCommand, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from launcher.core.container import ContainerSection
 from launcher.core.schema import EnvValue, JsonValue, build, doc, json_schema
 from launcher.core.spec_checks import PER_NODE_ENV, check_spec
 from launcher.errors import Problem
@@ -19,7 +20,14 @@ class VllmSection:
     version: str = doc("the vLLM release installed on every node, e.g. 0.33.0")
     runtime: Literal["venv", "docker"] = doc("venv (runs <venv>/bin/vllm) or docker", default="venv")
     venv: str | None = doc("venv runtime: the virtual environment holding vLLM", default=None)
-    image: str | None = doc("docker runtime: the container image holding vLLM", default=None)
+    image: str | None = doc(
+        "docker runtime: the container image holding vLLM; pin it by digest (name@sha256:...)",
+        default=None,
+    )
+    container: ContainerSection = doc(
+        "docker runtime: IPC, GPUs and limits of the containers (the defaults suit a DGX Spark)",
+        default_factory=ContainerSection,
+    )
     flags_from: str | None = doc(
         "for a release with no catalog: use this known release's flags, at your own risk",
         default=None,

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from launcher.core.container import check_container
 from launcher.errors import Problem
 
 if TYPE_CHECKING:  # spec.py imports this module to validate
@@ -34,6 +35,7 @@ def check_spec(spec: Spec) -> list[Problem]:
     problems = [*_check_top(spec), *_check_vllm(spec.vllm), *_check_nodes(spec.nodes)]
     problems += _check_env(spec)
     problems += _check_model(spec)
+    problems += check_container(spec.vllm.container, spec.vllm.runtime, spec.model.path)
     if spec.ssh_config is not None:
         problems += _one_line(("ssh_config",), spec.ssh_config)
         if spec.ssh_config.startswith("~") and not spec.ssh_config.startswith("~/"):

@@ -67,9 +67,9 @@ class Agent:
         """State, liveness and exit status; with `offset`, the log from there on."""
         return self.ask(remote.status_call(self.dir, offset))
 
-    def stop(self, grace: float) -> dict[str, Any]:
-        """Stop every process of ours on the node (TERM, then KILL after `grace` s)."""
-        return self.ask(remote.stop_call(self.dir, grace))
+    def stop(self, grace: float, containers: bool = False) -> dict[str, Any]:
+        """Stop every process (with `containers`: every container) of ours on the node."""
+        return self.ask(remote.stop_call(self.dir, grace, containers))
 
     def logs(self, lines: int, follow: bool, on_line: Callable[[str], None]) -> None:
         """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
@@ -82,6 +82,10 @@ class Agent:
     def unlock(self, token: str) -> dict[str, Any]:
         """Release the cluster lock held with `token` ('*' forces it)."""
         return self.ask(remote.unlock_call(self.dir, token))
+
+    def image(self, image: str) -> dict[str, Any]:
+        """The image as the node's engine holds it, and the engine's free space."""
+        return self.ask(remote.image_call(self.dir, image))
 
     def facts(self, request: dict[str, Any]) -> dict[str, Any]:
         """What `check` compares, gathered on the node."""

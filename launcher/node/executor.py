@@ -7,16 +7,19 @@ that cannot be reached, with the node's name, the reason and a hint.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import IO, Protocol, TypeVar
 
 from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.node.relay import Progress, pump
 
 T = TypeVar("T")
 
@@ -87,6 +90,15 @@ class Stream(Protocol):
         """Stop talking to it."""
 
 
+@dataclass(frozen=True)
+class Relayed:
+    """A relay's outcome: the source command's result, each target's, and the bytes each got."""
+
+    source: Result
+    targets: dict[str, Result | NodeError]
+    sent: dict[str, int]
+
+
 class Executor(Protocol):
     """How the cluster operations reach a node, by the node's name."""
 
@@ -113,6 +125,11 @@ class Executor(Protocol):
 
     def open(self, node: str, command: str) -> Stream:
         """Start a command whose stdin and stdout stay open as byte streams."""
+
+    def relay(
+        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+    ) -> Relayed:
+        """Run `command` on `source`; its output, as it comes, is the stdin of every target's command."""
 
     def close(self) -> None:
         """Release every connection."""
@@ -216,6 +233,53 @@ class LocalExecutor:
         )
         return LocalStream(proc)
 
+    def relay(
+        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+    ) -> Relayed:
+        """Pipe one local command into others, through this process (as SSH does, through the launcher)."""
+        with contextlib.ExitStack() as stack:
+            outputs = {
+                n: (
+                    stack.enter_context(tempfile.TemporaryFile()),
+                    stack.enter_context(tempfile.TemporaryFile()),
+                )
+                for n in targets
+            }
+            sinks = {
+                n: subprocess.Popen(
+                    ["bash", "-c", cmd],
+                    stdin=subprocess.PIPE,
+                    stdout=outputs[n][0],
+                    stderr=outputs[n][1],
+                    cwd=self.home,
+                    env=self._env(n),
+                )
+                for n, cmd in targets.items()
+            }
+            src = subprocess.Popen(
+                ["bash", "-c", command],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self.home,
+                env=self._env(source),
+            )
+            stdout = src.stdout
+            assert stdout is not None
+            writers = {n: _writer(p.stdin) for n, p in sinks.items() if p.stdin}
+            sent, _ = pump(lambda: stdout.read(1 << 20), writers, (BrokenPipeError,), on_progress)
+            if src.poll() is None and all(p.poll() is not None for p in sinks.values()):
+                src.kill()  # nobody takes more
+            for proc in sinks.values():
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.close()  # type: ignore[union-attr]
+            results: dict[str, Result | NodeError] = {}
+            for name, proc in sinks.items():
+                proc.wait()
+                out, err = (_read_back(f) for f in outputs[name])
+                results[name] = Result(targets[name], proc.returncode, out, err)
+            error = src.stderr.read().decode(errors="replace") if src.stderr else ""
+            return Relayed(Result(command, src.wait(), "", error), results, sent)
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -254,3 +318,18 @@ class LocalStream:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+
+
+def _writer(stream: IO[bytes]) -> Callable[[bytes], None]:
+    """Write whole blocks to a pipe."""
+
+    def write(block: bytes) -> None:
+        stream.write(block)
+
+    return write
+
+
+def _read_back(file: IO[bytes]) -> str:
+    """What a command wrote to a temporary file."""
+    file.seek(0)
+    return file.read().decode(errors="replace")

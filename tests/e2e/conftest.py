@@ -55,9 +55,9 @@ def _bring_up() -> Path:
     return BED
 
 
-def spec_file(directory: Path, name: str = "demo.yaml", **changes: Any) -> Path:
-    """The demo spec with top-level sections replaced or nodes edited: nodes={1: {"address": ...}}."""
-    data = yaml.safe_load(DEMO.read_text())
+def spec_file(directory: Path, name: str = "demo.yaml", base: Path = DEMO, **changes: Any) -> Path:
+    """The demo spec (or `base`) with top-level sections replaced or nodes edited: nodes={1: {...}}."""
+    data = yaml.safe_load(base.read_text())
     for key, value in changes.items():
         if key == "nodes":
             for index, fields in value.items():

@@ -199,7 +199,18 @@ def _options_are_ours(argv: list[str], plan: dict[str, Any]) -> Iterator[str]:
     if plan["runtime"] == "docker":
         image_at = next(i for i, w in enumerate(words) if w.startswith("--env-file=")) + 1
         docker = {w.split("=")[0] for w in words[2:image_at]}
-        allowed = {"--detach", "--name", "--label", "--network", "--ipc", "--gpus", "--ulimit", "--volume"}
+        allowed = {
+            "--detach",
+            "--name",
+            "--label",
+            "--pull",
+            "--network",
+            "--ipc",
+            "--shm-size",
+            "--gpus",
+            "--ulimit",
+            "--mount",
+        }
         if words[:2] != ["docker", "run"] or not docker <= {*allowed, "--env-file"}:
             yield f"unexpected docker options {sorted(docker)}"
         if words[image_at].startswith("-"):

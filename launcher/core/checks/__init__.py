@@ -7,7 +7,7 @@ the two comparisons (`same`, `each`); a new kind of row goes in the module of it
 
 from launcher.core.checks.env import env_rows
 from launcher.core.checks.host import host_rows
-from launcher.core.checks.install import vllm_rows
+from launcher.core.checks.install import image_release_row, vllm_rows
 from launcher.core.checks.model import model_rows
 from launcher.core.checks.network import network_rows
 from launcher.core.checks.probe import AGREE, probe_rows
@@ -20,6 +20,7 @@ __all__ = [
     "each",
     "env_rows",
     "host_rows",
+    "image_release_row",
     "model_rows",
     "network_rows",
     "probe_rows",

@@ -14,21 +14,7 @@ def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
     """The runtime: present, and the same release, build, Python and torch everywhere."""
     v = {n: f.get("vllm", {}) for n, f in facts.items()}
     if spec.vllm.runtime == "docker":
-        ids = {n: x.get("image_id") for n, x in v.items()}
-        return [
-            each(
-                "vllm",
-                f"image {spec.vllm.image} present",
-                ids,
-                f"docker pull {spec.vllm.image} on every node (docker must be installed)",
-            ),
-            same(
-                "vllm",
-                "image id",
-                {n: (i or "")[:19] for n, i in ids.items()},
-                "the nodes hold different builds under that tag: pull the same digest everywhere",
-            ),
-        ]
+        return image_rows(str(spec.vllm.image), v)
     where = spec.vllm.venv
     rows = [
         each(
@@ -93,3 +79,71 @@ def _release(version: Any) -> tuple[int, ...] | None:
         return parse_version(str(version))
     except ValueError:
         return None
+
+
+def image_rows(image: str, v: Mapping[str, dict[str, Any]]) -> list[Row]:
+    """The image on every node, and the same build: by image id, or by a repo digest they share.
+
+    Ids differ where storage drivers differ; images loaded from an archive have no repo
+    digest. Either matching is enough, and the rows say which one did.
+    """
+    ids = {n: x.get("image_id") for n, x in v.items()}
+    held = all(ids.values())
+    present = Row(
+        "vllm",
+        f"image {image} present",
+        {
+            n: i[7:19] if i else f"NO: {x.get('error', '?')}"
+            for (n, i), x in zip(ids.items(), v.values(), strict=True)
+        },
+        held,
+        None
+        if held
+        else f"copy the head's image to the others: spark-launch sync images SPEC (or docker pull {image})",
+    )
+    if not present.ok:
+        return [present]
+    digests = {n: set(x.get("repo_digests") or []) for n, x in v.items()}
+    same_id = len(set(ids.values())) == 1
+    shared = set.intersection(*digests.values())
+    ok = same_id or bool(shared)
+    differ = (
+        "the nodes hold different builds under that name: spark-launch sync images SPEC copies the head's"
+    )
+    id_row = Row(
+        "vllm",
+        "image id",
+        {n: _short(i) for n, i in ids.items()},
+        ok,
+        None
+        if same_id
+        else ("differs (another storage driver?), but a repo digest matches" if ok else differ),
+    )
+    shown = {n: ", ".join(sorted(d)) or "(none)" for n, d in digests.items()}
+    if shared:
+        digest_hint = None
+    elif not any(digests.values()):
+        digest_hint = (
+            "no repo digests (loaded from an archive or built here): the image id matched" if ok else None
+        )
+    else:
+        digest_hint = "no repo digest in common, but the image id matches" if ok else differ
+    return [present, id_row, Row("vllm", "image repo digest", shown, ok, digest_hint)]
+
+
+def image_release_row(spec: Spec, resolved: Mapping[str, dict[str, Any]]) -> Row:
+    """The vLLM release inside the image, as its own Python reports it (from the probe)."""
+    versions = {n: r.get("vllm_version") for n, r in resolved.items()}
+    ok = all(_release(x) == parse_version(spec.vllm.version) for x in versions.values())
+    return Row(
+        "vllm",
+        "vllm version (in the image)",
+        versions,
+        ok,
+        None if ok else f"the image must hold vLLM {spec.vllm.version} (or fix vllm.version)",
+    )
+
+
+def _short(image_id: str | None) -> str:
+    """An image id as docker shows it: 12 hex digits."""
+    return (image_id or "").removeprefix("sha256:")[:12]

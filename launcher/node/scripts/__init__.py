@@ -34,6 +34,7 @@ NAMES = (
     "manifest",
     "transfer",
     "prepare",
+    "image",
 )
 LIBRARIES = ("common", "inputs", "installed")  # no entry of their own: only ever inlined
 

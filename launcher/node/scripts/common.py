@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 MARKER = "SPARK_LAUNCH_RUN"
+LABEL = "spark-launch.cluster"  # on every container spark-launch starts: <cluster>
 
 
 def emit(**fields: Any) -> None:
@@ -95,15 +96,57 @@ def docker(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def container_state(name: str) -> dict[str, Any]:
-    """Whether the container exists and runs, and its exit status."""
-    done = docker("inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}", name)
-    if done.returncode != 0:
-        return {"exists": False, "running": False, "exit_code": None}
-    running, code = [*done.stdout.split(), "false", "0"][:2]
+    """Whether the container exists and runs, its exit status, main pid, id and cluster label."""
+    fields = "{{.State.Running}} {{.State.ExitCode}} {{.State.Pid}} {{.Id}} {{index .Config.Labels %s}}"
+    done = docker("inspect", "--type", "container", "--format", fields % json.dumps(LABEL), name)
+    words = done.stdout.split()
+    if done.returncode != 0 or len(words) < 5:
+        return {"exists": False, "running": False, "exit_code": None, "pid": None, "id": None, "label": None}
+    running = words[0] == "true"
     return {
         "exists": True,
-        "running": running == "true",
-        "exit_code": int(code) if running != "true" else None,
+        "running": running,
+        "exit_code": None if running else int(words[1]),
+        "pid": int(words[2]) if running else None,
+        "id": words[3],
+        "label": None if words[4] == "<no value>" else words[4],
+    }
+
+
+def container_processes(container_id: str) -> int:
+    """How many processes run in the container (by its cgroup, readable without root)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cgroup") as f:
+                    count += container_id in f.read()
+            except OSError:
+                continue
+    return count
+
+
+def save_container_log(name: str, path: str) -> None:
+    """Copy the container's whole log (stdout and stderr, in order) to `path`."""
+    with open(path, "w") as out:
+        subprocess.run(["docker", "logs", name], stdout=out, stderr=subprocess.STDOUT, check=False)
+
+
+def image_info(image: str) -> dict[str, Any]:
+    """The image as this node's engine holds it: id, repo digests, size (or why there is none)."""
+    try:
+        done = docker("image", "inspect", "--format", "{{json .}}", image)
+    except OSError:
+        return {"docker": False, "image_id": None, "error": "no docker command on this node"}
+    if done.returncode != 0:
+        error = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return {"docker": True, "image_id": None, "error": error}
+    data = json.loads(done.stdout)
+    return {
+        "docker": True,
+        "image_id": data.get("Id"),
+        "repo_digests": sorted(data.get("RepoDigests") or []),
+        "size": data.get("Size"),
     }
 
 

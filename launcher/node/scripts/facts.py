@@ -9,8 +9,9 @@ import sys
 from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
-    docker,
+    container_state,
     emit,
+    image_info,
     node_prefix,
     our_processes,
     read_text,
@@ -53,12 +54,8 @@ def vllm_facts(venv: str) -> dict[str, Any]:
 
 
 def image_facts(image: str) -> dict[str, Any]:
-    """The docker runtime: whether the image is here, and its id (the same id, the same build)."""
-    try:
-        done = docker("image", "inspect", "--format", "{{.Id}}", image)
-    except OSError:
-        return {"image_id": None, "docker": False}
-    return {"image_id": done.stdout.strip() or None, "docker": True}
+    """The docker runtime: whether the image is here, its id and repo digests."""
+    return image_info(image)
 
 
 def env_facts() -> dict[str, str]:
@@ -129,7 +126,8 @@ def facts(directory: str, request: str) -> None:
     ask = json.loads(request)
     emit(
         ok=True,
-        ours_running=bool(our_processes(node_prefix(directory))),
+        ours_running=bool(our_processes(node_prefix(directory)))
+        or bool(ask.get("container") and container_state(ask["container"])["running"]),
         vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
         env=env_facts(),
         network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),

@@ -5,21 +5,27 @@ from __future__ import annotations
 import os
 import sys
 
-from launcher.node.scripts.common import read_json, run_directory, state_path  # inlined when sent
+from launcher.node.scripts.common import (  # inlined when sent
+    container_state,
+    read_json,
+    run_directory,
+    state_path,
+)
 
 
 def logs(directory: str, lines: int, follow: bool) -> None:
-    """Hand over to tail(1) on the current run's log."""
+    """Hand over to tail(1) on the current run's log (or `docker logs`, stderr merged, while it exists)."""
     state = read_json(state_path(directory))
-    if not state or not (state.get("container") or os.path.exists(state["log"])):
+    container = state and state.get("container")
+    if container and container_state(container)["exists"]:
+        sys.stdout.flush()
+        os.dup2(1, 2)  # the container's stderr (tracebacks) goes with its stdout, in order
+        tail = ["--tail", str(lines), *(["--follow"] if follow else [])]
+        os.execvp("docker", ["docker", "logs", *tail, container])
+    if not state or not os.path.exists(state["log"]):
         sys.stdout.write("(no log on this node yet)\n")
         return
     sys.stdout.flush()
-    if state.get("container"):
-        os.execvp(
-            "docker",
-            ["docker", "logs", "--tail", str(lines), *(["--follow"] if follow else []), state["container"]],
-        )
     os.execvp("tail", ["tail", "-n", str(lines), *(["-F"] if follow else []), state["log"]])
 
 

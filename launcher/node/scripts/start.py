@@ -81,15 +81,23 @@ def start(directory: str) -> None:
 def start_container(directory: str, job: dict[str, Any]) -> None:
     """`docker run --detach` the planned command; its env file (secrets too) lives only meanwhile."""
     name = job["container"]
-    if container_state(name)["running"]:
+    found = container_state(name)
+    if found["running"]:
         return emit(ok=False, error=f"container {name} is already running")
+    if found["exists"] and found["label"] != job["cluster"]:
+        return emit(
+            ok=False,
+            error=f"a container named {name} that spark-launch did not start exists: remove or rename it",
+        )
     docker("rm", "--force", name)  # a stopped container of an earlier run holds the name
-    if any("\n" in value for value in job["env"].values()):
+    env = {**job["env"], MARKER: node_prefix(directory) + job["run_id"]}
+    if any("\n" in value for value in env.values()):
         return emit(ok=False, error="docker env files cannot hold a value with a newline")
+    os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
     env_file = os.path.join(directory, "node.env")
     fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.writelines(f"{key}={value}\n" for key, value in job["env"].items())
+        f.writelines(f"{key}={value}\n" for key, value in env.items())
     try:
         done = subprocess.run(job["argv"], cwd=directory, capture_output=True, text=True, check=False)
     finally:
@@ -102,7 +110,7 @@ def start_container(directory: str, job: dict[str, Any]) -> None:
         "run_id": job["run_id"],
         "pid": None,
         "container": name,
-        "container_id": done.stdout.strip()[:12],
+        "container_id": done.stdout.strip(),
         "started_at": time.time(),
         "digest": job["digest"],
         "log": os.path.join(directory, "logs", job["run_id"] + ".log"),

@@ -9,14 +9,15 @@ import sys
 from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
+    container_processes,
     container_state,
-    docker,
     emit,
     node_prefix,
     our_processes,
     read_json,
     read_text,
     run_directory,
+    save_container_log,
     state_path,
 )
 
@@ -26,16 +27,14 @@ def container_status(state: dict[str, Any], offset: int | None) -> dict[str, Any
     info = container_state(state["container"])
     result: dict[str, Any] = {
         "ok": True,
-        "state": state,
+        "state": {**state, "pid": info["pid"]},
         "alive": info["running"],
-        "processes": int(info["running"]),
+        "processes": container_processes(info["id"]) if info["running"] else 0,
         "exit_code": info["exit_code"],
     }
     if offset is not None:
-        logs = docker("logs", state["container"])
-        if info["exists"]:
-            with open(state["log"], "w") as f:
-                f.write(logs.stdout + logs.stderr)
+        if info["exists"]:  # once removed, the copy `stop` saved is the log
+            save_container_log(state["container"], state["log"])
         result.update(read_log(state["log"], offset))
     return result
 

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
+    LABEL,
     container_state,
     docker,
     emit,
@@ -21,6 +22,7 @@ from launcher.node.scripts.common import (  # inlined when sent
     our_processes,
     read_json,
     run_directory,
+    save_container_log,
     state_path,
     write_json,
 )
@@ -46,11 +48,11 @@ def wait_gone(prefix: str, seconds: float) -> dict[int, int]:
     return left
 
 
-def stop(directory: str, grace: float) -> None:
+def stop(directory: str, grace: float, containers: bool = False) -> None:
     """SIGTERM every process of ours, SIGKILL what is left after `grace` s, verify none remain."""
     state = read_json(state_path(directory))
-    if state and state.get("container"):
-        return stop_container(directory, state, grace)
+    if containers or (state and state.get("container")):
+        return stop_containers(directory, state, grace)
     prefix = node_prefix(directory)
     procs = our_processes(prefix)
     signal_all(procs, signal.SIGTERM)
@@ -69,25 +71,58 @@ def stop(directory: str, grace: float) -> None:
     )
 
 
-def stop_container(directory: str, state: dict[str, Any], grace: float) -> None:
-    """docker stop (SIGTERM, then SIGKILL after `grace`), then remove the container."""
-    name = state["container"]
-    found = container_state(name)
-    if found["running"]:
-        docker("stop", "--time", str(int(grace)), name)
-        state["stopped_at"] = time.time()
+def labelled(cluster: str) -> dict[str, bool]:
+    """{container id: running} of every container carrying the cluster's label, running or not."""
+    done = docker(
+        "ps", "--all", "--no-trunc", "--filter", f"label={LABEL}={cluster}", "--format", "{{.ID}} {{.State}}"
+    )
+    if done.returncode != 0:
+        raise OSError(done.stderr.strip() or f"docker ps failed ({done.returncode})")
+    return {
+        line.split()[0]: line.split()[1] == "running" for line in done.stdout.splitlines() if line.strip()
+    }
+
+
+def stop_containers(directory: str, state: dict[str, Any] | None, grace: float) -> None:
+    """docker stop (SIGTERM, then SIGKILL after `grace`) and remove every container with our label."""
+    cluster = node_prefix(directory).split("/")[0]
+    try:
+        found = labelled(cluster)
+    except OSError as exc:
+        return emit(
+            ok=False,
+            containers=True,
+            error=f"cannot list the containers: {exc}",
+            found=0,
+            removed=0,
+            remaining=1,
+        )
+    running = [cid for cid, up in found.items() if up]
+    if running:
+        docker("stop", "--time", str(int(grace)), *running)
+    if state and state.get("container") and container_state(state["container"])["exists"]:
+        save_container_log(state["container"], state["log"])  # the log dies with the container
+        if running:
+            state["stopped_at"] = time.time()
         write_json(state_path(directory), state)
-    if found["exists"]:
-        docker("rm", "--force", name)
-    left = container_state(name)["exists"]
+    if found:
+        docker("rm", "--force", *found)
+    left = labelled(cluster)
     return emit(
-        ok=not left, found=int(found["running"]), groups=int(found["running"]), killed=0, remaining=int(left)
+        ok=not left,
+        containers=True,
+        found=len(running),
+        groups=len(running),
+        killed=0,
+        removed=len(found),
+        remaining=len(left),
     )
 
 
 def main(argv: list[str]) -> None:
-    """stop DIR [GRACE]"""
-    stop(run_directory(argv), float(argv[1]) if len(argv) > 1 else 10.0)
+    """stop DIR [GRACE] [containers]"""
+    grace = float(argv[1]) if len(argv) > 1 else 10.0
+    stop(run_directory(argv), grace, argv[2:3] == ["containers"])
 
 
 if __name__ == "__main__":  # python3 - NAME DIR ARGS...

@@ -1,0 +1,183 @@
+"""`spark-launch sync images`: give every node the head's build of the spec's image.
+
+The head's `docker save` streams through the launcher's SSH connections into `docker load`
+on each node that lacks the image or holds another build under that name, all at once (one
+save feeds them all). A node whose image id or a repo digest already matches the head's is
+skipped; a node short of disk space is refused before anything is copied.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.core import remote
+from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster, Reporter
+from launcher.node.executor import NodeError, Result
+
+# `docker load` unpacks the archive in the engine's data root before it extracts the layers.
+SPACE_FACTOR = 2
+PROGRESS_EVERY = 10.0  # seconds between progress lines per node
+
+
+@dataclass(frozen=True)
+class NodeSync:
+    """What sync did on one node."""
+
+    name: str
+    action: str  # head, skipped, copied, refused, failed
+    detail: str
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """Every node's outcome, and the head's image."""
+
+    image: str
+    image_id: str
+    nodes: tuple[NodeSync, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when every node now holds the head's image."""
+        return all(n.action in ("head", "skipped", "copied") for n in self.nodes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For `sync images --json`."""
+        return {
+            "ok": self.ok,
+            "image": self.image,
+            "image_id": self.image_id,
+            "nodes": [n.__dict__ for n in self.nodes],
+        }
+
+
+def sync_images(cluster: Cluster, reporter: Reporter) -> SyncResult:
+    """Copy the head's image to every node that lacks it or holds another build; verify."""
+    spec = cluster.spec
+    image = str(spec.vllm.image)
+    if spec.vllm.runtime != "docker":
+        raise SparkLaunchError(
+            f"sync images is for the docker runtime; {spec.name} runs vLLM from a venv",
+            "set vllm.runtime: docker and vllm.image in the spec",
+        )
+    if "@" in image:
+        raise SparkLaunchError(
+            f"{image} is pinned by digest, and an image copied with docker save/load carries no repo "
+            "digest: the nodes could not find it by that name",
+            f"pull it on every node (docker pull {image}), or name it by tag in the spec; "
+            "`spark-launch check` compares the image ids either way",
+        )
+    with cluster.locked("sync images"):
+        found = cluster.each(lambda agent: agent.image(image))
+        head = cluster.head.name
+        source = found[head]
+        if isinstance(source, SparkLaunchError):
+            raise source
+        if not source.get("image_id"):
+            raise SparkLaunchError(
+                f"the head ({head}) does not hold {image}: {source.get('error', 'no such image')}",
+                f"put it there first (docker pull {image}, or docker load), then sync the others from it",
+            )
+        decided = [_decide(name, found[name], source) for name in cluster.names[1:]]
+        targets = [d.name for d in decided if d.action == "copy"]
+        for d in decided:
+            if d.action != "copy":
+                reporter.info(f"{d.name}: {d.action}: {d.detail}")
+        copied = _copy(cluster, image, source, targets, reporter) if targets else {}
+    head_row = NodeSync(head, "head", f"holds {source['image_id'][:19]}")
+    rows = [head_row, *(copied.get(d.name, d) for d in decided)]
+    return SyncResult(image, source["image_id"], tuple(rows))
+
+
+def _decide(name: str, answer: dict[str, Any] | SparkLaunchError, source: dict[str, Any]) -> NodeSync:
+    """skipped (same build), copy, refused (short of space) or failed (unreachable, no docker)."""
+    if isinstance(answer, SparkLaunchError):
+        return NodeSync(name, "failed", answer.message)
+    if not answer.get("docker"):
+        return NodeSync(name, "failed", answer.get("error", "no docker on this node"))
+    if answer.get("image_id") == source["image_id"]:
+        return NodeSync(name, "skipped", "already holds it (same image id)")
+    shared = set(answer.get("repo_digests") or []) & set(source.get("repo_digests") or [])
+    if shared:
+        return NodeSync(name, "skipped", f"already holds it (same repo digest {min(shared)})")
+    size, free = int(source.get("size") or 0), answer.get("free_bytes")
+    need = SPACE_FACTOR * size
+    if isinstance(free, int) and free < need:
+        return NodeSync(
+            name,
+            "refused",
+            f"{_gb(free)} free in {answer.get('root_dir')}, but loading {_gb(size)} needs about "
+            f"{_gb(need)} (docker load unpacks the archive there first): free some space "
+            "(docker image prune) and sync again",
+        )
+    held = answer.get("image_id")
+    return NodeSync(name, "copy", f"holds another build ({held[:19]})" if held else "lacks it")
+
+
+def _copy(
+    cluster: Cluster, image: str, source: dict[str, Any], targets: list[str], reporter: Reporter
+) -> dict[str, NodeSync]:
+    """Stream the head's image into every target at once; then check what each holds."""
+    size = int(source.get("size") or 0)
+    began = time.monotonic()
+    reporter.info(f"copying {image} ({_gb(size)}) from {cluster.head.name} to {', '.join(targets)}")
+    progress = _Progress(reporter, size, began)
+    relayed = cluster.executor.relay(
+        cluster.head.name,
+        remote.save_command(image),
+        dict.fromkeys(targets, remote.load_command()),
+        progress,
+    )
+    seconds = time.monotonic() - began
+    after = cluster.each(lambda agent: agent.image(image) if agent.node in targets else {})
+    out = {}
+    for name in targets:
+        sent, got = relayed.sent.get(name, 0), after[name]
+        loaded = relayed.targets.get(name)
+        if isinstance(got, dict) and got.get("image_id") == source["image_id"]:
+            rate = sent / seconds / 1e6 if seconds else 0.0
+            detail = f"copied {_gb(sent)} in {seconds:.0f} s ({rate:.0f} MB/s); image id now matches"
+            out[name] = NodeSync(name, "copied", detail, sent, seconds)
+        else:
+            out[name] = NodeSync(name, "failed", _why(loaded, relayed.source, got), sent, seconds)
+        reporter.info(f"{name}: {out[name].action}: {out[name].detail}")
+    return out
+
+
+def _why(loaded: Result | NodeError | None, saved: Result, got: dict[str, Any] | SparkLaunchError) -> str:
+    """The first reason a copy did not take: the save, the load, or what the node holds after."""
+    if not saved.ok:
+        return f"docker save on the head failed (exit {saved.exited}): {saved.stderr.strip()[-300:]}"
+    if isinstance(loaded, NodeError):
+        return loaded.message
+    if loaded is not None and not loaded.ok:
+        return f"docker load failed (exit {loaded.exited}): {(loaded.stderr or loaded.stdout).strip()[-300:]}"
+    if isinstance(got, SparkLaunchError):
+        return got.message
+    return f"after loading, the node holds {got.get('image_id') or 'nothing'} under that name"
+
+
+class _Progress:
+    """A line per node every PROGRESS_EVERY seconds: bytes sent, share of the image, rate."""
+
+    def __init__(self, reporter: Reporter, size: int, began: float) -> None:
+        self.reporter, self.size, self.began = reporter, size, began
+        self.last: dict[str, float] = {}
+
+    def __call__(self, node: str, sent: int) -> None:
+        now = time.monotonic()
+        if now - self.last.get(node, self.began) < PROGRESS_EVERY:
+            return
+        self.last[node] = now
+        share = f" ({min(99, 100 * sent // self.size)}%)" if self.size else ""
+        rate = sent / (now - self.began) / 1e6
+        self.reporter.info(f"{node}: {_gb(sent)} of {_gb(self.size)}{share}, {rate:.0f} MB/s")
+
+
+def _gb(count: int) -> str:
+    return f"{count / 1e9:.1f} GB"
