@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_commands, spec_commands
+from launcher.cli import cluster_commands, keep_commands, spec_commands
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -27,10 +27,13 @@ def cli() -> None:
       spark-launch plan cluster.yaml        # each node's exact command, and why
       spark-launch check cluster.yaml       # are the nodes alike? (vLLM, model, env, network)
       spark-launch up cluster.yaml          # check, start every rank, wait until it serves
-      spark-launch status cluster.yaml      # what runs where, which plan, head health
+      spark-launch status cluster.yaml      # what runs where, which plan; serving, wedged or down
       spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
       spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
       spark-launch down cluster.yaml        # stop every rank (ours only)
+      spark-launch supervise cluster.yaml   # keep it serving: restart the whole cluster on a death or wedge
+      spark-launch export systemd cluster.yaml --install   # supervise at boot (systemd)
+      spark-launch diagnose cluster.yaml -o bundle.tar.gz  # everything a bug report needs, secrets out
       spark-launch schema > spec.schema.json  # the spec's JSON Schema, for your editor
 
     \b
@@ -49,6 +52,9 @@ for command in (
     cluster_commands.logs,
     cluster_commands.verify,
     cluster_commands.down,
+    keep_commands.supervise,
+    keep_commands.export,
+    keep_commands.diagnose,
 ):
     cli.add_command(command)
 

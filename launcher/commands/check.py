@@ -20,6 +20,7 @@ from launcher.core.checks import (
     Row,
     env_rows,
     host_rows,
+    memory_rows,
     model_rows,
     network_rows,
     probe_rows,
@@ -41,6 +42,11 @@ class NodesDisagree(SparkLaunchError):
     def __init__(self, report: Report) -> None:
         if report.unreachable:
             super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+        elif {r.area for r in report.rows if r.failed} == {"memory"}:
+            super().__init__(
+                "the plan does not fit the nodes' memory: nothing was started",
+                "the memory rows marked FAIL say what to change",
+            )
         else:
             super().__init__("the nodes are not alike: nothing was started", "fix the rows marked FAIL above")
         self.exit_status = report.exit_status
@@ -91,7 +97,7 @@ def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) 
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
-    rows += host_rows(facts, len(plan.nodes))
+    rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
     if probing is not None and all(f["vllm"].get("vllm_binary") for f in facts.values()):
         resolved = probing.result()
         cached = {

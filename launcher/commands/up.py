@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
 from launcher.commands.down import stop_all, stop_reachable
 from launcher.commands.follow import Exited, Lost, Served, TimedOut, drain, follow
@@ -59,6 +60,7 @@ class UpOptions:
     probe: bool = True
     fresh: bool = False
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
+    drop_caches: bool = False  # sync and drop the page cache on every node before the check
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
                 )
             reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
             stop_all(cluster, options.grace)
+        if options.drop_caches:
+            drop_caches(cluster, reporter)
         _check_first(cluster, options, reporter)
         return _start_and_wait(cluster, secret_values, options, reporter)
 

@@ -8,6 +8,7 @@ the two comparisons (`same`, `each`); a new kind of row goes in the module of it
 from launcher.core.checks.env import env_rows
 from launcher.core.checks.host import host_rows
 from launcher.core.checks.install import vllm_rows
+from launcher.core.checks.memory import memory_rows
 from launcher.core.checks.model import model_rows
 from launcher.core.checks.network import network_rows
 from launcher.core.checks.probe import AGREE, probe_rows
@@ -20,6 +21,7 @@ __all__ = [
     "each",
     "env_rows",
     "host_rows",
+    "memory_rows",
     "model_rows",
     "network_rows",
     "probe_rows",

@@ -2,8 +2,8 @@
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
 `python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
-Libraries (`common.py`, `inputs.py`, `installed.py`) hold what several scripts share; `bundle` inlines
-the ones a script imports in front of it. The probe runs under the node's own vLLM
+Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`) hold what several scripts
+share; `bundle` inlines the ones a script imports in front of it. The probe runs under the node's own vLLM
 install instead (`probe.py` imports vLLM).
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 HERE = Path(__file__).parent
 SIBLING = re.compile(r"from launcher\.node\.scripts\.(\w+) import")
 FUTURE = "from __future__ import annotations"
-NAMES = ("start", "status", "watch", "stop", "logs", "lock", "facts", "net", "probe")
-LIBRARIES = ("common", "inputs", "installed")  # inlined into the scripts that import them
+NAMES = ("start", "status", "watch", "stop", "logs", "lock", "facts", "net", "probe", "drop", "gather")
+LIBRARIES = ("common", "inputs", "installed", "memory")  # inlined into the scripts that import them
 
 
 @functools.cache

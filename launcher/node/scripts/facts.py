@@ -18,6 +18,7 @@ from launcher.node.scripts.common import (  # inlined when sent
 )
 from launcher.node.scripts.inputs import config_hashes, engine_env, sha256_file  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
+from launcher.node.scripts.memory import memory_facts  # inlined when sent
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 HASH_LIMIT = 16 * 1024 * 1024  # hash files up to this size; above it, compare sizes only
@@ -158,6 +159,7 @@ def facts(directory: str, request: str) -> None:
         env=env_facts(),
         network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
         host=host_facts(),
+        memory=memory_facts(ask.get("model")),
     )
 
 
