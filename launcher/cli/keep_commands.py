@@ -281,7 +281,12 @@ def secret_values_present(cluster: Cluster) -> dict[str, str]:
 
 
 def watch_status(
-    cluster: Cluster, deadline: float, every: float, as_json: bool, stream: TextIO | None = None
+    cluster: Cluster,
+    deadline: float,
+    every: float,
+    as_json: bool,
+    stream: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> ExitStatus:
     """`status --watch`: on a terminal the status redrawn in place, piped one line per refresh."""
     from launcher.commands.status import status as look
@@ -314,6 +319,6 @@ def watch_status(
                 what = f"{serving.state}: {serving.reason}" if serving else "?"
                 out.write(f"{stamp} {result.cluster}: {result.state}, {what}\n")
             out.flush()
-            time.sleep(every)
+            sleep(every)
     except KeyboardInterrupt:
         return verdict

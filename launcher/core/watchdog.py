@@ -65,9 +65,10 @@ class Verdict:
 
 def counters_from(totals: dict[str, float], at: float) -> Counters | None:
     """The counters among /metrics' totals by family name; None when the engine reports none."""
-    if GENERATED not in totals:
+    generated = totals.get(GENERATED, totals.get(GENERATED + "_total"))  # as typed, or untyped
+    if generated is None:
         return None
-    return Counters(at, totals.get(RUNNING, 0.0), totals.get(WAITING, 0.0), totals[GENERATED])
+    return Counters(at, totals.get(RUNNING, 0.0), totals.get(WAITING, 0.0), generated)
 
 
 def judge(
