@@ -25,7 +25,7 @@ class Handler(BaseHTTPRequestHandler):
 
     directory = "."
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: object) -> None:
         sys.stderr.write(f"(APIServer) INFO {self.command} {self.path}\n")
 
     def _send(self, code: int, body: str, kind: str = "application/json") -> None:
@@ -36,7 +36,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 - the base class's name
+    def do_GET(self) -> None:
         if self.path == "/health":
             self._send(200, "")
         elif self.path == "/v1/models":
@@ -55,7 +55,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, "{}")
 
-    def do_POST(self) -> None:  # noqa: N802 - the base class's name
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
         if self.path != "/v1/completions":

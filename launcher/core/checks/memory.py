@@ -8,6 +8,7 @@ is what is in the way (`up --drop-caches`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,14 +57,12 @@ def memory_rows(spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]]) -> 
 
 
 def _row(b: dict[str, Budget], item: str, ok: Any, value: Any, hint: Any) -> Row:
-    failing = {n: x for n, x in b.items() if not ok(x)}
-    return Row(
-        "memory",
-        item,
-        {n: value(x) for n, x in b.items()},
-        not failing,
-        "; ".join(hint(n, x) for n, x in failing.items()) or None,
-    )
+    failing = [n for n, x in b.items() if not ok(x)]
+    advice = None
+    if failing:  # the first node's numbers; the others' are in the row
+        advice = hint(failing[0], b[failing[0]])
+        advice += f" (also on {', '.join(failing[1:])})" if failing[1:] else ""
+    return Row("memory", item, {n: value(x) for n, x in b.items()}, not failing, advice)
 
 
 def _holds(x: Budget) -> str:
@@ -134,4 +133,4 @@ def _down(fraction: float) -> str:
 
 def _up(fraction: float) -> str:
     """A utilization rounded up to two decimals."""
-    return f"{-int(-fraction * 100) / 100:.2f}"
+    return f"{math.ceil(fraction * 100) / 100:.2f}"
