@@ -11,9 +11,9 @@ install: $(BIN)/spark-launch                        ## the launcher and its dev 
 $(BIN)/spark-launch: pyproject.toml
 	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[dev]' && touch $@
 
-system-deps:                                        ## sshd, ssh, ip, ps for the test bed (root)
-	@for t in /usr/sbin/sshd ssh ssh-keygen ip ps nsenter; do command -v $$t >/dev/null || missing=1; done; \
-	 [ -z "$$missing" ] || (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client iproute2 procps util-linux)
+system-deps:                                        ## sshd, ssh, ip, ps for the test bed; systemd-analyze (root)
+	@for t in /usr/sbin/sshd ssh ssh-keygen ip ps nsenter setpriv systemd-analyze; do command -v $$t >/dev/null || missing=1; done; \
+	 [ -z "$$missing" ] || (apt-get update -qq && apt-get install -y -qq openssh-server openssh-client iproute2 procps util-linux systemd)
 
 vllm-venvs:                                         ## the real vLLM releases, cached by version
 	scripts/vllm-venv.sh 0.32.0 && scripts/vllm-venv.sh 0.33.0

@@ -21,7 +21,10 @@ SECRET = "sk-planted-" + secrets.token_hex(8)
 
 
 def test_known_values_and_secret_looking_assignments_are_redacted() -> None:
-    text = f"token {SECRET}; HF_TOKEN={SECRET}x api_key: 'abc123' Authorization: Bearer eyJabc.def max_num_batched_tokens=8192"
+    text = (
+        f"token {SECRET}; HF_TOKEN={SECRET}x api_key: 'abc123' Authorization: Bearer eyJabc.def "
+        "max_num_batched_tokens=8192"
+    )
     out = redact(text, [SECRET])
     assert SECRET not in out and "abc123" not in out and "eyJabc" not in out
     assert "HF_TOKEN=<redacted>" in out and "max_num_batched_tokens=8192" in out

@@ -18,6 +18,7 @@ import pytest
 from bench.memory_guard import gb10_facts, guard
 from launcher.core.checks.memory import memory_rows
 from launcher.core.memory import CPU, GPU, UNIFIED, GiB, kv_bytes_per_token, node_kind
+from launcher.core.startup_log import diagnose
 from launcher.node.scripts import bundle
 from launcher.node.scripts.memory import parse_gpu_query, parse_meminfo
 from tests.conftest import ROOT, base_spec, plan_of, spec_of
@@ -149,3 +150,21 @@ def test_dropping_caches_as_a_user_without_sudo_rights_says_so(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     assert '"ok": false' in done.stdout and '"user": "nobody"' in done.stdout
     assert "sudo is not installed" in done.stdout or "not permitted: `sudo -n tee" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ValueError: Free memory on device cuda:0 (33.1/121.69 GiB) on startup is less than desired GPU "
+        "memory utilization (0.85, 103.44 GiB). Decrease GPU memory utilization or reduce GPU memory used "
+        "by other processes.",
+        "ValueError: Available memory on node 0 (3.1/23.5 GiB) on kv cache allocation is less than requested "
+        "memory for kv (64.00 GiB). Decrease --kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE, or reduce CPU "
+        "memory used by other processes.",
+    ],
+    ids=["gpu-free-memory-at-start", "cpu-kv-cache-space"],
+)
+def test_vllms_own_memory_refusals_at_start_point_to_drop_caches(line: str) -> None:
+    found = diagnose(f"INFO starting\n{line}\n")
+    assert found is not None and found.title == "the node had less free memory at start than the plan claims"
+    assert "`spark-launch up --drop-caches`" in found.hint

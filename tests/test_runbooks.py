@@ -13,6 +13,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -183,16 +184,26 @@ def test_commands_were_found() -> None:
     assert MAKE, "no make command found in deploy/*.md"
 
 
+def subcommands_of(words: list[str]) -> tuple[str, ...]:
+    """The (sub)command path a command line names: `export systemd` within the group `export`."""
+    path: list[str] = []
+    group: click.Command = cli
+    for word in words:
+        if word.startswith("-") or not isinstance(group, click.Group):
+            break
+        path.append(word)
+        if word not in group.commands:
+            break  # an unknown command: its --help fails, and says so
+        group = group.commands[word]
+    return tuple(path)
+
+
 @pytest.mark.parametrize("command", SPARK, ids=[c.id for c in SPARK])
 def test_spark_launch_command_exists(command: Command) -> None:
     words = list(command.args)
-    subcommand = next((w for w in words if not w.startswith("-")), None)
-    if subcommand is None or words[0].startswith("-"):  # `spark-launch --version`
-        subcommand_path: tuple[str, ...] = ()
-    else:
-        subcommand_path = (subcommand,)
+    subcommand_path = subcommands_of(words)  # () for `spark-launch --version`
     code, output = help_text(*subcommand_path)
-    assert code == 0, f"{command.id}: `spark-launch {subcommand} --help` failed:\n{output}"
+    assert code == 0, f"{command.id}: `spark-launch {' '.join(subcommand_path)} --help` failed:\n{output}"
     allowed = options_in_help(output)
     used = [w.split("=", 1)[0] for w in words if w.startswith("-") and w != "-"]
     unknown = [o for o in used if o not in allowed]

@@ -77,22 +77,24 @@ def test_counters_come_from_vllm_families() -> None:
     assert counters_from({}, 3.0) is None
 
 
-@pytest.fixture
-def serving(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Cluster, Path]]:
-    """The FAKE pair, up; and the file that wedges its completions."""
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Path]]:
+    """The FAKE pair, up for the module; and the file that wedges its completions."""
+    tmp_path = tmp_path_factory.mktemp("watchdog")
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    data = base_spec("0.32.0", nodes=2)
-    data["vllm"]["venv"] = str(venv)
-    data["serve"]["port"] = port = free_port()
-    cluster = local_cluster(data, tmp_path / "home")
-    up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
-    try:
-        yield cluster, tmp_path / f"fake-vllm-{port}" / "wedge"
-    finally:
-        down(cluster, 2, Silent())
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("TMPDIR", str(tmp_path))
+        data = base_spec("0.32.0", nodes=2)
+        data["vllm"]["venv"] = str(venv)
+        data["serve"]["port"] = port = free_port()
+        cluster = local_cluster(data, tmp_path / "home")
+        up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+        try:
+            yield cluster, tmp_path / f"fake-vllm-{port}" / "wedge"
+        finally:
+            down(cluster, 2, Silent())
 
 
 def test_status_tells_serving_then_wedged_within_the_deadline(serving: tuple[Cluster, Path]) -> None:
@@ -111,15 +113,6 @@ def test_status_tells_serving_then_wedged_within_the_deadline(serving: tuple[Clu
     assert status(cluster, deadline=5).serving.state == SERVING  # type: ignore[union-attr]
 
 
-def test_status_with_a_dead_rank_is_down(serving: tuple[Cluster, Path]) -> None:
-    cluster, _ = serving
-    cluster.agents["n2"].stop(1)
-    found = status(cluster, deadline=5)
-    assert found.state == "partial"
-    assert found.serving is not None and found.serving.state == DOWN
-    assert "not running on n2" in found.serving.reason
-
-
 def test_status_watch_prints_a_line_per_refresh_when_piped(serving: tuple[Cluster, Path]) -> None:
     from launcher.cli.keep_commands import watch_status
 
@@ -135,3 +128,12 @@ def test_status_watch_prints_a_line_per_refresh_when_piped(serving: tuple[Cluste
     lines = out.getvalue().splitlines()
     assert code == 0 and len(lines) == 2
     assert all(" running, serving: a 1-token completion in " in line for line in lines)
+
+
+def test_status_with_a_dead_rank_is_down_and_this_test_runs_last(serving: tuple[Cluster, Path]) -> None:
+    cluster, _ = serving
+    cluster.agents["n2"].stop(1)
+    found = status(cluster, deadline=5)
+    assert found.state == "partial"
+    assert found.serving is not None and found.serving.state == DOWN
+    assert "not running on n2" in found.serving.reason
