@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from launcher.commands.status import status
 from launcher.commands.supervise import GaveUp, SuperviseOptions, Terminated, supervise
-from launcher.commands.up import UpOptions
+from launcher.commands.up import UpOptions, up
 from launcher.core.supervision import Event, RestartPolicy
 from launcher.errors import ExitStatus
 from launcher.node.cluster import Cluster, Silent
@@ -94,7 +95,7 @@ def whats(events: list[Event]) -> list[str]:
     return [e.what for e in events]
 
 
-def test_a_dead_rank_then_a_wedged_engine_restart_the_whole_cluster_then_sigterm_stops_it(
+def test_a_partial_run_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     wedge = tmp_path / f"fake-vllm-{cluster.plan.api_port}" / "wedge"
@@ -112,9 +113,14 @@ def test_a_dead_rank_then_a_wedged_engine_restart_the_whole_cluster_then_sigterm
         elif event.what == "serving":
             raise Terminated("SIGTERM")
 
+    up(cluster, {}, UpOptions(timeout=60, check=False, grace=1), Silent())
+    kill_rank(cluster, "n2")  # a rank died while nobody watched: supervise starts afresh
+    while status(cluster, deadline=None).state != "partial":
+        time.sleep(0.2)
     events = run(cluster, options(interval=0.5), react)
     assert whats(events) == [
         "supervising",
+        "partial",
         "serving",
         "rank exited",
         "serving",
@@ -123,7 +129,8 @@ def test_a_dead_rank_then_a_wedged_engine_restart_the_whole_cluster_then_sigterm
         "stopping",
         "stopped",
     ]
-    died, wedged = events[2], events[4]
+    assert events[1].why == "this plan runs, but not on n2"
+    died, wedged = events[3], events[5]
     assert died.node == "n2" and "its processes are gone" in died.why
     assert "stop every rank, start the whole cluster in 0 s (restart 1 of at most 3" in died.action
     assert wedged.node == "n1" and "no 1-token completion finished within 2 s" in wedged.why

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from launcher.commands.down import stop_reachable
+from launcher.commands.status import status
 from launcher.commands.up import Interrupted, PlanConflict, UpOptions, up
 from launcher.commands.watching import Trouble, watch
 from launcher.core.supervision import Event, RestartPolicy
@@ -83,6 +84,7 @@ def supervise(
     say(None, "supervising", f"plan {cluster.plan.digest}; {policy.describe()}", "start unless it runs")
     restarts: list[float] = []
     try:
+        _stop_a_partial_run(cluster, options, say)
         while True:
             trouble = _start(cluster, secret_values, options, say, reporter) or watch(
                 cluster, options.interval, options.deadline, say, reporter, clock
@@ -108,6 +110,17 @@ def supervise(
         _stop(cluster, options, say)
         say(None, "stopped", why, "exit")
         return Stopped(why, len(restarts))
+
+
+def _stop_a_partial_run(cluster: Cluster, options: SuperviseOptions, say: Say) -> None:
+    """A run of this plan with ranks missing (one died while nobody watched) is stopped whole,
+    so the first start begins afresh; another plan running is left to `up` (PlanConflict)."""
+    found = status(cluster, deadline=None)
+    running = [n for n in found.nodes if n.running]
+    if found.state == "partial" and all(n.digest == cluster.plan.digest for n in running):
+        missing = ", ".join(n.name for n in found.nodes if not n.running)
+        say(None, "partial", f"this plan runs, but not on {missing}", "stop every rank, then start")
+        _stop(cluster, options, say)
 
 
 def _start(

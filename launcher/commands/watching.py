@@ -149,8 +149,11 @@ def _judged(cluster: Cluster, verdict: Verdict, downs: int, interval: float, say
 
 
 def _probe(follower: Follower, cluster: Cluster, deadline: float, since: Counters | None) -> None:
-    """Run the watchdog and post its verdict to the follower's queue."""
-    verdict, counters = probe(cluster, deadline, since)
+    """Run the watchdog and post its verdict to the follower's queue (always: the loop waits for it)."""
+    try:
+        verdict, counters = probe(cluster, deadline, since)
+    except Exception as exc:  # a failure to look is no proof it serves; the thread must still answer
+        verdict, counters = Verdict(DOWN, f"the watchdog could not ask the head: {exc}"), None
     follower.events.put((VERDICT, {"verdict": verdict, "counters": counters}))
 
 
