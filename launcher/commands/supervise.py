@@ -105,7 +105,8 @@ def supervise(
             sleep(delay)
             restarts.append(clock())
     except (KeyboardInterrupt, Interrupted) as exc:
-        why = "SIGTERM" if isinstance(exc, Terminated) else "interrupted"
+        signal = exc if isinstance(exc, KeyboardInterrupt) else exc.__context__  # `up` re-raises it
+        why = str(signal) if isinstance(signal, Terminated) and str(signal) else "interrupted"
         say(None, "stopping", why, "stop every rank")
         _stop(cluster, options, say)
         say(None, "stopped", why, "exit")
