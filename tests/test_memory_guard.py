@@ -168,3 +168,14 @@ def test_vllms_own_memory_refusals_at_start_point_to_drop_caches(line: str) -> N
     found = diagnose(f"INFO starting\n{line}\n")
     assert found is not None and found.title == "the node had less free memory at start than the plan claims"
     assert "`spark-launch up --drop-caches`" in found.hint
+
+
+def test_with_this_cluster_running_its_own_memory_does_not_block_a_check() -> None:
+    data = base_spec("0.33.0")
+    facts = {
+        n: {**gb10_facts("/models/Qwen3-Next-80B-A3B-Instruct"), "ours_running": True} for n in ("n1", "n2")
+    }
+    rows = {r.item: r for r in memory_rows(spec_of(data), plan_of(data), facts)}
+    cache = rows["claim fits without page cache"]
+    assert not cache.ok and not cache.failed and cache.level == "warn"
+    assert "its own memory counts as used" in str(cache.hint)

@@ -39,6 +39,8 @@ def budgets(spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]]) -> dict
 def memory_rows(spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
     """The memory each node has, what the plan claims there, and whether it fits."""
     b = budgets(spec, plan, facts)
+    # With this cluster running, its own memory counts as used: report, but do not block.
+    level = "warn" if any(f.get("ours_running") for f in facts.values()) else "fail"
     rows = [
         Row("memory", "kind", {n: KINDS[x.kind] for n, x in b.items()}, True, level="warn"),
         Row(
@@ -48,21 +50,24 @@ def memory_rows(spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]]) -> 
             True,
             level="warn",
         ),
-        _row(b, "claim holds weights + KV", lambda x: x.need <= x.inside, _holds, _too_small),
-        _row(b, "claim fits the memory", lambda x: x.claim <= x.usable, _fits, _too_big),
+        _row(b, "claim holds weights + KV", lambda x: x.need <= x.inside, _holds, _too_small, "fail"),
+        _row(b, "claim fits the memory", lambda x: x.claim <= x.usable, _fits, _too_big, level),
     ]
     if any(x.usable_now is not None for x in b.values()):
-        rows.append(_row(b, "claim fits without page cache", _fits_now, _fits_now_text, _cache_in_the_way))
+        rows.append(
+            _row(b, "claim fits without page cache", _fits_now, _fits_now_text, _cache_in_the_way, level)
+        )
     return rows
 
 
-def _row(b: dict[str, Budget], item: str, ok: Any, value: Any, hint: Any) -> Row:
+def _row(b: dict[str, Budget], item: str, ok: Any, value: Any, hint: Any, level: str) -> Row:
     failing = [n for n, x in b.items() if not ok(x)]
     advice = None
     if failing:  # the first node's numbers; the others' are in the row
         advice = hint(failing[0], b[failing[0]])
         advice += f" (also on {', '.join(failing[1:])})" if failing[1:] else ""
-    return Row("memory", item, {n: value(x) for n, x in b.items()}, not failing, advice)
+        advice += " [this cluster runs now: its own memory counts as used]" if level == "warn" else ""
+    return Row("memory", item, {n: value(x) for n, x in b.items()}, not failing, advice, level)
 
 
 def _holds(x: Budget) -> str:
