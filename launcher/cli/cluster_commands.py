@@ -48,8 +48,9 @@ def up(
     are not alike. Then starts the planned command on every node over SSH, detached (own process group,
     pid and log per node and run, state kept on the node), then follows every rank's log
     (started, rendezvous, loading weights, KV cache, API up) and the head's /health
-    through the SSH connection. If a rank dies it says which, how and (for known
-    failures) why, and stops every node: a failed `up` leaves nothing running.
+    through the SSH connection, then sends one completion: only that proves it serves. If
+    a rank dies it says which, how and (for known failures) why, and stops every node: a
+    failed `up` leaves nothing running.
     Already running with the same plan: nothing to do. Ctrl-C stops what was started.
     --drop-caches first runs `sync` and drops the page cache on every node (as root, or
     through `sudo -n`): on unified memory (DGX Spark) a cache left by the last load makes

@@ -3,6 +3,7 @@
 Serves /health, /v1/models, /metrics (vLLM's counter names) and 1-token /v1/completions.
 A file named `wedge` in DIR makes every completion hang without generating, while /health
 stays 200: how a tensor-parallel engine with a frozen rank looks from outside.
+FAKE_VLLM_COMPLETIONS_FAIL=1 makes every completion answer 500 (/health still 200).
 
     python3 vllm_api.py PORT DIR
 """
@@ -60,6 +61,8 @@ class Handler(BaseHTTPRequestHandler):
         self.rfile.read(length)
         if self.path != "/v1/completions":
             return self._send(404, "{}")
+        if os.environ.get("FAKE_VLLM_COMPLETIONS_FAIL"):  # /health fine, every completion an error
+            return self._send(500, json.dumps({"error": "RuntimeError: the kernel would not compile"}))
         with LOCK:
             STATE["running"] += 1
         try:
