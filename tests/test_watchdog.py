@@ -114,7 +114,7 @@ def test_status_tells_serving_then_wedged_within_the_deadline(serving: tuple[Clu
 
 
 def test_status_watch_prints_a_line_per_refresh_when_piped(serving: tuple[Cluster, Path]) -> None:
-    from launcher.cli.keep_commands import watch_status
+    from launcher.cli.status_watch import watch_status
 
     cluster, _ = serving
     out = io.StringIO()

@@ -222,7 +222,7 @@ def status(
 
     with open_cluster(spec, ssh_config) as cluster:
         if watch:
-            from launcher.cli.keep_commands import watch_status
+            from launcher.cli.status_watch import watch_status
 
             return watch_status(cluster, deadline, every, as_json)
         result = look(cluster, None if no_watchdog else deadline)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_commands, keep_commands, spec_commands
+from launcher.cli import cluster_commands, export_commands, keep_commands, spec_commands
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -53,7 +53,7 @@ for command in (
     cluster_commands.verify,
     cluster_commands.down,
     keep_commands.supervise,
-    keep_commands.export,
+    export_commands.export,
     keep_commands.diagnose,
 ):
     cli.add_command(command)
