@@ -13,10 +13,10 @@ install: $(BIN)/spark-launch                        ## the launcher and its dev 
 $(BIN)/spark-launch: pyproject.toml
 	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[dev]' && touch $@
 
-system-deps:                                        ## sshd, ssh, ip, ps, rsync, docker, debootstrap for the test bed (root)
-	@for t in /usr/sbin/sshd ssh ssh-keygen ip ps nsenter rsync dockerd docker debootstrap iptables; do command -v $$t >/dev/null || missing=1; done; \
+system-deps:                                        ## sshd, ssh, ip, ps, rsync, docker, debootstrap, systemd-analyze for the test bed (root)
+	@for t in /usr/sbin/sshd ssh ssh-keygen ip ps nsenter setpriv rsync dockerd docker debootstrap iptables systemd-analyze; do command -v $$t >/dev/null || missing=1; done; \
 	 [ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	   openssh-server openssh-client iproute2 procps util-linux rsync docker.io debootstrap iptables)
+	   openssh-server openssh-client iproute2 procps util-linux rsync docker.io debootstrap iptables systemd)
 
 vllm-venvs:                                         ## the real vLLM releases, cached by version
 	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done

@@ -190,7 +190,8 @@ def test_every_node_script_is_a_script_or_a_library() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", [p.stem for p in NODE_SCRIPTS if p.stem not in ("common", "inputs", "installed", "probe")]
+    "name",
+    [p.stem for p in NODE_SCRIPTS if p.stem not in ("common", "inputs", "installed", "memory", "probe")],
 )
 def test_each_node_script_is_sent_whole_and_compiles_alone(name: str) -> None:
     from launcher.node.scripts import bundle

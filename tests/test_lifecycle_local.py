@@ -66,3 +66,14 @@ def test_the_agent_finds_our_processes_by_marker_only(cluster: Cluster, tmp_path
     finally:
         os.kill(stranger, 9)
         os.waitpid(stranger, 0)
+
+
+def test_health_alone_is_not_serving_a_failing_first_completion_stops_every_rank(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_VLLM_COMPLETIONS_FAIL", "1")
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    assert "answers /health, but its first completion failed: HTTP 500" in caught.value.message
+    assert "every node was stopped" in caught.value.message
+    assert status(cluster).state == "stopped"

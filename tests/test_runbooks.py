@@ -185,23 +185,24 @@ def test_commands_were_found() -> None:
     assert MAKE, "no make command found in deploy/*.md"
 
 
-def command_path(words: list[str]) -> tuple[str, ...]:
-    """The (sub)command words: the first word, then each word a group names (`sync models`)."""
-    if not words or words[0].startswith("-"):  # `spark-launch --version`
-        return ()
-    path, command = [words[0]], cli.commands.get(words[0])
-    for word in words[1:]:
-        if not isinstance(command, click.Group):
+def subcommands_of(words: list[str]) -> tuple[str, ...]:
+    """The (sub)command path a command line names: `export systemd` within the group `export`."""
+    path: list[str] = []
+    group: click.Command = cli
+    for word in words:
+        if word.startswith("-") or not isinstance(group, click.Group):
             break
-        path.append(word)  # a group needs a subcommand: a wrong one fails its --help
-        command = command.commands.get(word)
+        path.append(word)
+        if word not in group.commands:
+            break  # an unknown command: its --help fails, and says so
+        group = group.commands[word]
     return tuple(path)
 
 
 @pytest.mark.parametrize("command", SPARK, ids=[c.id for c in SPARK])
 def test_spark_launch_command_exists(command: Command) -> None:
     words = list(command.args)
-    subcommand_path = command_path(words)
+    subcommand_path = subcommands_of(words)  # () for `spark-launch --version`
     code, output = help_text(*subcommand_path)
     assert code == 0, f"{command.id}: `spark-launch {' '.join(subcommand_path)} --help` failed:\n{output}"
     allowed = options_in_help(output)
@@ -234,8 +235,8 @@ def test_extraction_handles_shell_syntax(tmp_path: Path) -> None:
         "```yaml\nspark-launch: not a command\n```\n"
     )
     found = [(c.line, c.text) for c in commands_in(doc)]
-    assert command_path(["sync", "models", "c.yaml", "--dry-run"]) == ("sync", "models")
-    assert command_path(["up", "c.yaml"]) == ("up",) and command_path(["--version"]) == ()
+    assert subcommands_of(["sync", "models", "c.yaml", "--dry-run"]) == ("sync", "models")
+    assert subcommands_of(["up", "c.yaml"]) == ("up",) and subcommands_of(["--version"]) == ()
     assert found == [
         (2, "spark-launch plan a.yaml"),
         (2, "spark-launch plan b.yaml"),

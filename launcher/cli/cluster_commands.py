@@ -24,6 +24,9 @@ from launcher.errors import ExitStatus, SparkLaunchError
 @click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
 @click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
 @click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@click.option(
+    "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
+)
 @JSON
 def up(
     spec: str,
@@ -35,6 +38,7 @@ def up(
     skip_check: bool,
     no_probe: bool,
     fresh: bool,
+    drop_caches: bool,
     as_json: bool,
 ) -> ExitStatus:
     """Start the cluster on every node and wait until it serves.
@@ -44,15 +48,20 @@ def up(
     are not alike. Then starts the planned command on every node over SSH, detached (own process group,
     pid and log per node and run, state kept on the node), then follows every rank's log
     (started, rendezvous, loading weights, KV cache, API up) and the head's /health
-    through the SSH connection. If a rank dies it says which, how and (for known
-    failures) why, and stops every node: a failed `up` leaves nothing running.
+    through the SSH connection, then sends one completion: only that proves it serves. If
+    a rank dies it says which, how and (for known failures) why, and stops every node: a
+    failed `up` leaves nothing running.
     Already running with the same plan: nothing to do. Ctrl-C stops what was started.
+    --drop-caches first runs `sync` and drops the page cache on every node (as root, or
+    through `sudo -n`): on unified memory (DGX Spark) a cache left by the last load makes
+    the next start fail its free-memory check.
 
     \b
     Examples:
       spark-launch up configs/demo.yaml
       spark-launch up cluster.yaml --dry-run
       spark-launch up cluster.yaml --replace --timeout 1800
+      spark-launch up cluster.yaml --drop-caches
       spark-launch up cluster.yaml --skip-check    # not recommended
     """
     from launcher.commands.up import UpOptions
@@ -78,6 +87,7 @@ def up(
                 check=not skip_check,
                 probe=not no_probe,
                 fresh=fresh,
+                drop_caches=drop_caches,
             ),
             Printer(),
         )
@@ -107,7 +117,14 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
                equal except the per-node network ones
       network  interface exists and holds the address; API and master port free on the
                head; a real TCP connection from every worker to the head's master port
-      host     GPUs (nvidia-smi) and free memory against the weights (reported, warns)
+      host     GPUs (nvidia-smi), as reported
+      memory   per node: memory available and page cache, what the plan claims there
+               (gpu_memory_utilization x the memory on a GPU, or the system's memory on
+               unified memory such as a DGX Spark's GB10; the KV cache space on the CPU
+               build), its share of the weights and one max_model_len sequence of KV
+               cache. FAILS when they do not fit the claim, when the claim is above what is
+               available (page cache included) less 4 GiB for the system, or, on unified
+               memory, when only dropping the page cache would make room (`up --drop-caches`)
       probe    each node's own vLLM runs create_engine_config() on exactly its planned argv
                and env, no weights loaded: the derived settings must agree, and match the plan.
                Each node keeps its answer, keyed by everything that decides it (vLLM's files,
@@ -165,26 +182,58 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
 @click.command()
 @SPEC
 @SSH_CONFIG
+@click.option(
+    "--deadline", type=float, default=30, show_default=True, help="Seconds a 1-token completion may take."
+)
+@click.option("--no-watchdog", is_flag=True, help="Only the nodes and /health: no completion, no /metrics.")
+@click.option("-w", "--watch", is_flag=True, help="Refresh until Ctrl-C (in place on a terminal).")
+@click.option(
+    "--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch)."
+)
 @JSON
-def status(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
-    """Show every node: running or not, pid, since when, which plan; the head's health.
+def status(
+    spec: str,
+    ssh_config: str | None,
+    deadline: float,
+    no_watchdog: bool,
+    watch: bool,
+    every: float,
+    as_json: bool,
+) -> ExitStatus:
+    """Show every node (running, pid, since when, which plan) and whether the head really serves.
 
     \b
     The plan is a hash of the rendered commands: a node running another plan than the
-    spec's (drift) is flagged. Exit 0 when the cluster runs the spec's plan, 1 otherwise.
+    spec's (drift) is flagged. /health alone stays 200 on a wedged engine (a tensor-
+    parallel rank frozen), so the watchdog also sends a 1-token completion that must
+    finish within --deadline, and reads the engine's counters on /metrics before and after
+    (requests running and waiting, tokens generated):
+      SERVING  the completion finished in time (or the engine is busy but generating)
+      WEDGED   /health is 200, but nothing finished within the deadline and no token was
+               generated meanwhile
+      DOWN     a rank is not running, /health is not 200, or the completion failed
+    Exit 0 when the cluster runs the spec's plan and serves, 1 otherwise. --watch refreshes
+    every --every seconds: redrawn in place on a terminal, one line per refresh when piped
+    (with --json, one JSON document per line).
 
     \b
     Examples:
       spark-launch status configs/demo.yaml
-      spark-launch status cluster.yaml --json | jq .state
+      spark-launch status cluster.yaml --json | jq .serving.state
+      spark-launch status cluster.yaml --watch --deadline 10
     """
     from launcher.commands.status import status as look
     from launcher.core.reports import status_text
 
     with open_cluster(spec, ssh_config) as cluster:
-        result = look(cluster)
+        if watch:
+            from launcher.cli.status_watch import watch_status
+
+            return watch_status(cluster, deadline, every, as_json)
+        result = look(cluster, None if no_watchdog else deadline)
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
-    return ExitStatus.OK if result.state == "running" else ExitStatus.FAILURE
+    serves = result.serving is None or result.serving.serving
+    return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
 
 
 @click.command()

@@ -8,7 +8,14 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli import cluster_commands, init_commands, spec_commands, sync_commands
+from launcher.cli import (
+    cluster_commands,
+    export_commands,
+    init_commands,
+    keep_commands,
+    spec_commands,
+    sync_commands,
+)
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -30,11 +37,14 @@ def cli() -> None:
       spark-launch sync models cluster.yaml # the same model on every node, verified by content
       spark-launch check cluster.yaml       # are the nodes alike? (vLLM, model, env, network)
       spark-launch up cluster.yaml          # check, start every rank, wait until it serves
-      spark-launch status cluster.yaml      # what runs where, which plan, head health
+      spark-launch status cluster.yaml      # what runs where, which plan; serving, wedged or down
       spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
       spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
       spark-launch down cluster.yaml        # stop every rank (ours only)
       spark-launch sync images cluster.yaml # the head's container image onto every node
+      spark-launch supervise cluster.yaml   # keep it serving: restart the whole cluster on a death or wedge
+      spark-launch export systemd cluster.yaml --install   # supervise at boot (systemd)
+      spark-launch diagnose cluster.yaml -o bundle.tar.gz  # everything a bug report needs, secrets out
       spark-launch schema > spec.schema.json  # the spec's JSON Schema, for your editor
 
     \b
@@ -56,6 +66,9 @@ for command in (
     cluster_commands.verify,
     cluster_commands.down,
     sync_commands.sync,
+    keep_commands.supervise,
+    export_commands.export,
+    keep_commands.diagnose,
 ):
     cli.add_command(command)
 

@@ -23,6 +23,7 @@ from launcher.core.checks import (
     env_rows,
     host_rows,
     image_release_row,
+    memory_rows,
     model_rows,
     network_rows,
     probe_rows,
@@ -47,6 +48,11 @@ class NodesDisagree(SparkLaunchError):
     def __init__(self, report: Report) -> None:
         if report.unreachable:
             super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+        elif {r.area for r in report.rows if r.failed} == {"memory"}:
+            super().__init__(
+                "the plan does not fit the nodes' memory: nothing was started",
+                "the memory rows marked FAIL say what to change",
+            )
         else:
             super().__init__("the nodes are not alike: nothing was started", "fix the rows marked FAIL above")
         self.exit_status = report.exit_status
@@ -103,7 +109,7 @@ def _check(
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
-    rows += host_rows(facts, len(plan.nodes))
+    rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
     resolved = None
     if _runnable(spec.vllm.runtime, facts):
         resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None

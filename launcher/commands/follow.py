@@ -69,11 +69,12 @@ class Follower:
         self.events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self.stopped = threading.Event()
 
-    def start(self) -> None:
-        """One thread per node's watch, and one asking the head's /health."""
+    def start(self, health: bool = True) -> None:
+        """One thread per node's watch, and (with `health`) one asking the head's /health."""
         for name in self.watches:
             threading.Thread(target=self._watch, args=(name,), daemon=True).start()
-        threading.Thread(target=self._health, daemon=True).start()
+        if health:
+            threading.Thread(target=self._health, daemon=True).start()
 
     def stop(self) -> None:
         """End every stream at its next line (a heartbeat comes each second)."""

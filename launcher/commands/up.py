@@ -1,4 +1,4 @@
-"""`spark-launch up`: check, start every rank, follow them all until the head serves.
+"""`spark-launch up`: check, start every rank, follow them all until the head serves a completion.
 
 `up` never leaves a half-started cluster behind: a rank that exits, a lost node, a time-out
 or Ctrl-C stops every node that answers (and names any that could not be reached).
@@ -10,9 +10,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
 from launcher.commands.down import stop_all, stop_reachable
 from launcher.commands.follow import Exited, Lost, Served, TimedOut, drain, follow
+from launcher.commands.status import complete
 from launcher.core.remote import node_job
 from launcher.core.reports import check_summary
 from launcher.core.startup_log import Diagnosis, NodeWatch, diagnose
@@ -59,6 +61,7 @@ class UpOptions:
     probe: bool = True
     fresh: bool = False
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
+    drop_caches: bool = False  # sync and drop the page cache on every node before the check
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
                 )
             reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
             stop_all(cluster, options.grace)
+        if options.drop_caches:
+            drop_caches(cluster, reporter)
         _check_first(cluster, options, reporter)
         return _start_and_wait(cluster, secret_values, options, reporter)
 
@@ -192,7 +197,10 @@ def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float
     watches = {n.name: NodeWatch(n.name, n.rank) for n in cluster.plan.nodes}
     outcome = follow(cluster, watches, reporter, options.timeout, options.lost_after)
     if isinstance(outcome, Served):
-        return _served_model(cluster)
+        model = _served_model(cluster)
+        if model is not None:
+            _first_completion(cluster, model, options, reporter, began)
+        return model
     if isinstance(outcome, Exited):
         _fail(cluster, watches, outcome, options, reporter)
     left = _stop_what_answers(cluster, options)
@@ -207,6 +215,25 @@ def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float
     raise StartupFailed(
         f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where}); {left}",
         "`spark-launch logs` shows why, or raise --timeout",
+        [],
+    )
+
+
+def _first_completion(
+    cluster: Cluster, model: str, options: UpOptions, reporter: Reporter, began: float
+) -> None:
+    """Only a completion proves it serves (/health is 200 on an engine whose completions fail or
+    hang): one token, within what is left of the timeout; the first request may compile kernels."""
+    reporter.info("the API is up: sending a first completion (the first request may compile kernels)")
+    done = complete(cluster, model, max(30.0, options.timeout - (time.monotonic() - began)))
+    if done.ok:
+        return
+    left = _stop_what_answers(cluster, options)
+    how = f"did not finish within {done.seconds:.0f} s" if done.timed_out else f"failed: {done.error}"
+    raise StartupFailed(
+        f"{cluster.spec.name} answers /health, but its first completion {how}; {left}",
+        "`spark-launch logs SPEC -n 200` shows why (the CPU build compiles kernels at the first request "
+        "and needs a C++ compiler for it)",
         [],
     )
 

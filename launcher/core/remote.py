@@ -141,6 +141,16 @@ def connect_call(directory: str, address: str, port: int, seconds: float) -> Cal
     return script("net", directory, "connect", address, str(port), str(seconds))
 
 
+def drop_caches_call(directory: str) -> Call:
+    """`sync`, then drop the node's page cache (as root, or through `sudo -n`)."""
+    return script("drop", directory, timeout=300, about="sync, then echo 3 > /proc/sys/vm/drop_caches")
+
+
+def gather_call(directory: str, request: dict[str, Any]) -> Call:
+    """What a bug report needs from the node (logs, GPU, network, kernel, versions), secrets replaced."""
+    return script("gather", directory, json.dumps(request), timeout=120)
+
+
 def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> Call:
     """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
 

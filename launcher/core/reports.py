@@ -8,6 +8,7 @@ from typing import Any
 
 from launcher.core.checks import Report
 from launcher.core.state import ClusterStatus, DownResult, Verification
+from launcher.core.watchdog import Verdict
 
 CACHE_KEYS = ("block_size", "mamba_block_size", "mamba_cache_mode", "enable_prefix_caching")
 
@@ -72,7 +73,20 @@ def status_text(st: ClusterStatus, now: float) -> str:
         lines.append(f"  {n.name:<12} rank {n.rank}  {what}")
     if st.nodes and st.nodes[0].running:
         lines.append(f"  head /health: {st.health or 'no answer'}; model: {st.model or '?'}")
+    if st.serving:
+        lines.append(serving_line(st.serving))
     return "\n".join(lines)
+
+
+def serving_line(verdict: Verdict) -> str:
+    """The watchdog's verdict in one line: state, why, and the engine's counters."""
+    numbers = []
+    if verdict.running is not None:
+        numbers.append(f"{verdict.running:.0f} running, {verdict.waiting or 0:.0f} waiting")
+    if verdict.tokens_per_second is not None:
+        numbers.append(f"{verdict.tokens_per_second:.1f} tokens/s")
+    tail = f" [{'; '.join(numbers)}]" if numbers else ""
+    return f"  {verdict.state.upper()}: {verdict.reason}{tail}"
 
 
 def verify_text(result: Verification) -> str:

@@ -105,6 +105,13 @@ KNOWN_FAILURES: tuple[Known, ...] = (
         "the model must exist at model.path on every node (same path, same files)",
     ),
     Known(
+        re.compile(r"less than desired (GPU|CPU) memory utilization|less than requested memory for kv"),
+        "the node had less free memory at start than the plan claims",
+        "on unified memory (DGX Spark) the page cache left by the last load is not free to the GPU: "
+        "`spark-launch up --drop-caches`; else lower serve.gpu_memory_utilization (`spark-launch check` "
+        "shows the numbers) or stop what else uses memory there",
+    ),
+    Known(
         re.compile(
             r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError|Insufficient memory", re.I
         ),

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.core.watchdog import Counters, Verdict
+
 
 @dataclass(frozen=True)
 class NodeStatus:
@@ -32,6 +34,8 @@ class ClusterStatus:
     nodes: tuple[NodeStatus, ...]
     health: int | None
     model: str | None
+    serving: Verdict | None = None  # the watchdog's verdict, when it was asked
+    counters: Counters | None = None  # the engine's counters as last read
 
     @property
     def state(self) -> str:
@@ -53,6 +57,7 @@ class ClusterStatus:
             "plan": self.plan_digest,
             "health": self.health,
             "model": self.model,
+            "serving": self.serving.as_dict() if self.serving else None,
             "nodes": [n.__dict__ | {"plan_matches": n.digest == self.plan_digest} for n in self.nodes],
         }
 

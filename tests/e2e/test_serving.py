@@ -4,9 +4,11 @@ up, status, logs, verify (prefix-cache hits grow), idempotence, refusals, secret
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import signal
 import subprocess
+import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,6 +170,39 @@ def test_the_secret_reaches_vllm_and_nowhere_else(served: dict[str, Any]) -> Non
         done = cli(*args, env=served["env"])
         outputs += [done.stdout, done.stderr]
     assert not any(SECRET in text for text in outputs)
+
+
+def test_diagnose_bundles_everything_and_no_secret(served: dict[str, Any], tmp_path: Path) -> None:
+    """The secret is planted in node2's log (as if the engine had printed it); only the running
+    processes know its value (this environment does not): the node takes it out."""
+    log = Path(json.loads((RUN_ROOT / "node2" / "state.json").read_text())["log"])
+    size = log.stat().st_size
+    with log.open("a") as f:
+        f.write(f"DEBUG token {SECRET} seen\n")
+    bundle = tmp_path / "bundle.tar.gz"
+    try:
+        done = cli("diagnose", served["spec"], "-o", bundle, timeout=600)
+    finally:
+        os.truncate(log, size)
+    assert done.returncode == 0, done.stderr
+    with tarfile.open(bundle) as tar:
+        members = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert SECRET.encode() not in b"".join(members.values())
+    assert any(
+        b"DEBUG token <redacted> seen" in v for k, v in members.items() if k.startswith("nodes/node2/logs/")
+    )
+    assert json.loads(members["status.json"])["serving"]["state"] == "serving"
+    versions = json.loads(members["nodes/node1/versions.json"])
+    assert versions["vllm"].startswith("0.32.0") and versions["torch"] and versions["kernel"]
+    for part in (
+        "check.json",
+        "plan.json",
+        "spec.yaml",
+        "nodes/node2/ip-addr.txt",
+        "nodes/node2/dmesg-tail.txt",
+    ):
+        assert part in members
+    print(f"\ndiagnose: {len(members)} files, {bundle.stat().st_size / 1024:.0f} KiB")
 
 
 def test_up_replace_restarts_with_the_new_plan(served: dict[str, Any], tmp_path: Path) -> None:

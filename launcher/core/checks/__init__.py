@@ -8,6 +8,7 @@ the two comparisons (`same`, `each`); a new kind of row goes in the module of it
 from launcher.core.checks.env import env_rows
 from launcher.core.checks.host import host_rows
 from launcher.core.checks.install import image_release_row, vllm_rows
+from launcher.core.checks.memory import memory_rows
 from launcher.core.checks.model import model_rows
 from launcher.core.checks.network import network_rows
 from launcher.core.checks.probe import AGREE, probe_rows
@@ -21,6 +22,7 @@ __all__ = [
     "env_rows",
     "host_rows",
     "image_release_row",
+    "memory_rows",
     "model_rows",
     "network_rows",
     "probe_rows",

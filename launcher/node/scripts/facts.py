@@ -19,6 +19,7 @@ from launcher.node.scripts.common import (  # inlined when sent
 )
 from launcher.node.scripts.inputs import engine_env  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
+from launcher.node.scripts.memory import memory_facts  # inlined when sent
 
 
 def site_packages(venv: str) -> str | None:
@@ -132,6 +133,7 @@ def facts(directory: str, request: str) -> None:
         env=env_facts(),
         network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
         host=host_facts(),
+        memory=memory_facts(ask.get("model")),
     )
 
 

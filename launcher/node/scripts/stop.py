@@ -56,6 +56,7 @@ def stop(directory: str, grace: float, containers: bool = False) -> None:
     prefix = node_prefix(directory)
     procs = our_processes(prefix)
     signal_all(procs, signal.SIGTERM)
+    signal_all(procs, signal.SIGCONT)  # a frozen (stopped) process acts on SIGTERM only once continued
     left = wait_gone(prefix, grace)
     signal_all(left, signal.SIGKILL)
     remaining = wait_gone(prefix, 5)
