@@ -1,9 +1,10 @@
-"""What `up` costs over the least a person could do: start the same commands, wait for /health.
+"""What `up` costs over the least a person could do: start the same commands, wait until it serves.
 
 On the test bed (needs root and `make testbed`), alternating: `spark-launch up --skip-check`
-to healthy, then a plain script that starts the plan's exact command on every node over
-ssh in parallel (setsid, nohup, the same environment) and polls the head's /health every
-0.2 s from here. Between runs the cluster is stopped. Prints each run, the medians and the
+until it serves (/health, then one completed token), then a plain script that starts the
+plan's exact command on every node over ssh in parallel (setsid, nohup, the same
+environment), polls the head's /health every 0.2 s from here, then asks for the same one
+token. Between runs the cluster is stopped. Prints each run, the medians and the
 ratio (target: within 1.1x). Holds the test bed's session lock while it runs.
 
     python bench/up_overhead.py [--runs 3] [--spec configs/demo.yaml]
@@ -26,6 +27,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = Path("/tmp/spark-launch-testbed.session.lock")
+MARK = "SPARK_LAUNCH_BENCH_BY_HAND"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -47,12 +49,16 @@ def with_spark_launch(spec: str) -> float:
 
 
 def by_hand(spec: str, plan: dict[str, Any], ssh_config: str) -> float:
-    """Seconds from starting the plan's commands by hand to the head's /health answering 200."""
+    """Seconds from starting the plan's commands by hand to the head's first completed token."""
     head = plan["nodes"][0]
+    argv = head["argv"]
+    model = argv[argv.index("serve") + 1]
+    served = next((a.split("=", 1)[1] for a in argv if a.startswith("--served-model-name=")), model)
     url = f"http://{head['address']}:{next(a for a in head['argv'] if a.startswith('--port=')).split('=')[1]}"
 
     def start(node: dict[str, Any]) -> str:
-        words = ["env", *(f"{k}={v}" for k, v in node["env"].items()), *node["argv"]]
+        env = {**node["env"], MARK: "1"}  # every process of this run carries it: stopped by it
+        words = ["env", *(f"{k}={v}" for k, v in env.items()), *node["argv"]]
         inner = shlex.join(["bash", "-c", f"exec {shlex.join(words)}"])
         line = f"cd /tmp; setsid nohup {inner} > /tmp/by-hand-{node['name']}.log 2>&1 < /dev/null & echo $!"
         out = subprocess.run(
@@ -71,9 +77,14 @@ def by_hand(spec: str, plan: dict[str, Any], ssh_config: str) -> float:
         except OSError:
             pass
         time.sleep(0.2)
+    body = json.dumps({"model": served, "prompt": "hello", "max_tokens": 1}).encode()
+    ask = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(ask, timeout=600) as answer:
+        answer.read()
     seconds = time.perf_counter() - began
-    for name, pid in pids.items():
-        stop = f"kill -TERM -- -{pid}; sleep 6; kill -KILL -- -{pid}"
+    ours = f"grep -l {MARK}=1 /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3"
+    stop = f"kill -TERM $({ours}) 2>/dev/null; sleep 6; kill -KILL $({ours}) 2>/dev/null; true"
+    for name in pids:
         subprocess.run(["ssh", "-F", ssh_config, name, stop], check=False)
     return seconds
 
