@@ -53,7 +53,8 @@ def by_hand(spec: str, plan: dict[str, Any], ssh_config: str) -> float:
     head = plan["nodes"][0]
     argv = head["argv"]
     model = argv[argv.index("serve") + 1]
-    served = next((a.split("=", 1)[1] for a in argv if a.startswith("--served-model-name=")), model)
+    named = argv.index("--served-model-name") + 1 if "--served-model-name" in argv else None
+    served = argv[named] if named else model
     url = f"http://{head['address']}:{next(a for a in head['argv'] if a.startswith('--port=')).split('=')[1]}"
 
     def start(node: dict[str, Any]) -> str:
@@ -79,14 +80,15 @@ def by_hand(spec: str, plan: dict[str, Any], ssh_config: str) -> float:
         time.sleep(0.2)
     body = json.dumps({"model": served, "prompt": "hello", "max_tokens": 1}).encode()
     ask = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(ask, timeout=600) as answer:
-        answer.read()
-    seconds = time.perf_counter() - began
-    ours = f"grep -l {MARK}=1 /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3"
-    stop = f"kill -TERM $({ours}) 2>/dev/null; sleep 6; kill -KILL $({ours}) 2>/dev/null; true"
-    for name in pids:
-        subprocess.run(["ssh", "-F", ssh_config, name, stop], check=False)
-    return seconds
+    try:
+        with urllib.request.urlopen(ask, timeout=600) as answer:
+            answer.read()
+        return time.perf_counter() - began
+    finally:
+        ours = f"grep -l {MARK}=1 /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3"
+        stop = f"kill -TERM $({ours}) 2>/dev/null; sleep 6; kill -KILL $({ours}) 2>/dev/null; true"
+        for name in pids:
+            subprocess.run(["ssh", "-F", ssh_config, name, stop], check=False)
 
 
 def main() -> None:
