@@ -85,8 +85,11 @@ def by_hand(spec: str, plan: dict[str, Any], ssh_config: str) -> float:
             answer.read()
         return time.perf_counter() - began
     finally:
-        ours = f"grep -l {MARK}=1 /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3"
-        stop = f"kill -TERM $({ours}) 2>/dev/null; sleep 6; kill -KILL $({ours}) 2>/dev/null; true"
+        # vLLM's workers drop the marker from their environment: stop whole sessions instead.
+        marked = f"grep -l {MARK}=1 /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3"
+        sessions = f"s=$(for p in $({marked}); do ps -o sid= -p $p; done | sort -u)"
+        kill = "for x in $s; do pkill -{} -s $x; done"
+        stop = f"{sessions}; {kill.format('TERM')}; sleep 6; {kill.format('KILL')}; true"
         for name in pids:
             subprocess.run(["ssh", "-F", ssh_config, name, stop], check=False)
 
