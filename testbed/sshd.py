@@ -63,39 +63,22 @@ def session_env(layout: Layout, node: Node) -> tuple[tuple[str, str], ...]:
 
 def render_ssh_config(layout: Layout) -> str:
     """Client config with one Host block per node, strict host keys against our file."""
+    client = [
+        "    User root",
+        f"    IdentityFile {layout.identity}",
+        "    IdentitiesOnly yes",
+        f"    UserKnownHostsFile {layout.known_hosts}",
+        "    StrictHostKeyChecking yes",
+        "    BatchMode yes",
+        "    ConnectTimeout 5",
+    ]
     blocks = ["# Written by `python -m testbed up`; use with `ssh -F THIS node1`."]
     for node in layout.nodes:
         blocks.append(
-            "\n".join(
-                [
-                    f"Host {node.name}",
-                    f"    HostName {node.address}",
-                    "    Port 22",
-                    "    User root",
-                    f"    IdentityFile {layout.identity}",
-                    "    IdentitiesOnly yes",
-                    f"    UserKnownHostsFile {layout.known_hosts}",
-                    "    StrictHostKeyChecking yes",
-                    "    BatchMode yes",
-                    "    ConnectTimeout 5",
-                ]
-            )
+            "\n".join([f"Host {node.name}", f"    HostName {node.address}", "    Port 22", *client])
         )
-    blocks.append(
-        "\n".join(
-            [
-                "# The nodes reach each other by address (rsync between nodes, see RSYNC_RSH).",
-                f"Host {SUBNET}.*",
-                "    User root",
-                f"    IdentityFile {layout.identity}",
-                "    IdentitiesOnly yes",
-                f"    UserKnownHostsFile {layout.known_hosts}",
-                "    StrictHostKeyChecking yes",
-                "    BatchMode yes",
-                "    ConnectTimeout 5",
-            ]
-        )
-    )
+    reach = "# The nodes reach each other by address (rsync between nodes, see RSYNC_RSH)."
+    blocks.append("\n".join([reach, f"Host {SUBNET}.*", *client]))
     return "\n\n".join(blocks) + "\n"
 
 
