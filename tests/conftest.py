@@ -96,6 +96,18 @@ def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
     return Cluster(spec, plan, LocalExecutor(home))
 
 
+def fake_vllm_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+    """A two-node local cluster whose venv's `vllm` is the FAKE one (tests/fakes/vllm)."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    data = base_spec("0.32.0", nodes=2)
+    data["vllm"]["venv"] = str(venv)
+    data["serve"]["port"] = free_port()
+    return local_cluster(data, tmp_path / "home")
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as sock:

@@ -12,19 +12,12 @@ from launcher.commands.down import down
 from launcher.commands.status import status
 from launcher.commands.up import StartupFailed, UpOptions, up
 from launcher.node.cluster import Cluster, Silent
-from tests.conftest import ROOT, base_spec, free_port, local_cluster
+from tests.conftest import fake_vllm_cluster
 
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    data = base_spec("0.32.0", nodes=2)
-    data["vllm"]["venv"] = str(venv)
-    data["serve"]["port"] = free_port()
-    return local_cluster(data, tmp_path / "home")
+    return fake_vllm_cluster(tmp_path, monkeypatch)
 
 
 def test_up_waits_for_health_then_down_stops_every_rank(cluster: Cluster) -> None:

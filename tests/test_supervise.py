@@ -20,7 +20,7 @@ from launcher.commands.up import UpOptions, up
 from launcher.core.supervision import Event, RestartPolicy
 from launcher.errors import ExitStatus
 from launcher.node.cluster import Cluster, Silent
-from tests.conftest import ROOT, base_spec, free_port, local_cluster
+from tests.conftest import fake_vllm_cluster
 
 
 def test_the_back_off_doubles_up_to_its_ceiling() -> None:
@@ -53,14 +53,7 @@ def test_an_event_is_one_json_line_with_the_five_fields() -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    data = base_spec("0.32.0", nodes=2)
-    data["vllm"]["venv"] = str(venv)
-    data["serve"]["port"] = free_port()
-    return local_cluster(data, tmp_path / "home")
+    return fake_vllm_cluster(tmp_path, monkeypatch)
 
 
 def options(limit: int = 3, interval: float = 30) -> SuperviseOptions:
