@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from launcher.cli import cli
 from launcher.core.units import Unit, env_file_text, render_unit, systemd_word
@@ -24,6 +24,24 @@ def export(*args: str) -> str:
     done = CliRunner().invoke(cli, ["export", "systemd", str(QWEN), *args], env={"HF_TOKEN": SECRET})
     assert done.exit_code == 0, done.output
     return done.output
+
+
+def install_unit(unit_dir: Path, env_file: Path) -> Result:
+    """`export systemd --install` of the qwen example, with no systemctl to enable it with."""
+    return CliRunner().invoke(
+        cli,
+        [
+            "export",
+            "systemd",
+            str(QWEN),
+            "--install",
+            "--unit-dir",
+            str(unit_dir),
+            "--env-file",
+            str(env_file),
+        ],
+        env={"HF_TOKEN": SECRET, "PATH": "/nonexistent"},
+    )
 
 
 def test_the_unit_runs_supervise_after_the_network_is_online() -> None:
@@ -79,20 +97,7 @@ def test_install_writes_the_unit_and_a_root_only_secrets_file_then_says_enabling
     tmp_path: Path,
 ) -> None:
     env_file = tmp_path / "etc" / "spark-launch.env"
-    done = CliRunner().invoke(
-        cli,
-        [
-            "export",
-            "systemd",
-            str(QWEN),
-            "--install",
-            "--unit-dir",
-            str(tmp_path),
-            "--env-file",
-            str(env_file),
-        ],
-        env={"HF_TOKEN": SECRET, "PATH": "/nonexistent"},  # no systemctl to enable it with
-    )
+    done = install_unit(tmp_path, env_file)
     assert "`systemctl daemon-reload` could not run" in str(done.exception)  # main() prints it, exit 1
     unit = tmp_path / "spark-launch-spark-pair.service"
     assert SECRET not in unit.read_text() and f"EnvironmentFile={env_file}" in unit.read_text()
@@ -103,20 +108,7 @@ def test_install_writes_the_unit_and_a_root_only_secrets_file_then_says_enabling
 def test_an_existing_secrets_file_is_kept(tmp_path: Path) -> None:
     env_file = tmp_path / "spark.env"
     env_file.write_text("HF_TOKEN=kept\n")
-    CliRunner().invoke(
-        cli,
-        [
-            "export",
-            "systemd",
-            str(QWEN),
-            "--install",
-            "--unit-dir",
-            str(tmp_path),
-            "--env-file",
-            str(env_file),
-        ],
-        env={"HF_TOKEN": SECRET, "PATH": "/nonexistent"},
-    )
+    install_unit(tmp_path, env_file)
     assert env_file.read_text() == "HF_TOKEN=kept\n" and stat.S_IMODE(env_file.stat().st_mode) == 0o600
 
 
