@@ -19,8 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from launcher.core.checks.budget import gib  # noqa: E402
 from launcher.core.checks.memory import budgets, memory_rows  # noqa: E402
-from launcher.core.memory import gib  # noqa: E402
 from launcher.load import plan_file  # noqa: E402
 from launcher.node.scripts.memory import parse_gpu_query, parse_meminfo  # noqa: E402
 

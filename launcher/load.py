@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from launcher.catalogs import known_versions, load_catalog
-from launcher.core.catalog import Catalog
-from launcher.core.model import ModelFacts, model_facts
 from launcher.core.plan import Plan, PlanProblems, build_plan
-from launcher.core.spec import Spec, validate_spec
-from launcher.core.spec_checks import release_problem
-from launcher.core.yamlsource import MAX_BYTES, Document, decode, load_document
+from launcher.core.spec.checks import release_problem
+from launcher.core.spec.sections import Spec
+from launcher.core.spec.validate import validate_spec
+from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
+from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.models import ModelFacts, model_facts
 from launcher.errors import Problem, SparkLaunchError, one_line
 
 MAX_CONFIG = 16 << 20  # a model's config.json is a few KiB; a larger one is not read whole

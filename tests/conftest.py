@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from launcher.core.model import kind_facts
 from launcher.core.plan import Plan, build_plan
-from launcher.core.schema import build
-from launcher.core.spec import Spec
+from launcher.core.spec.schema import build
+from launcher.core.spec.sections import Spec
+from launcher.core.vllm.models import kind_facts
 from launcher.errors import Problem
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster

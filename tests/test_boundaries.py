@@ -217,3 +217,141 @@ def test_the_status_poll_sends_only_what_it_needs() -> None:
     poll = bundle("status")
     for other in ("def start(", "def stop(", "def facts(", "def listen(", "def lock("):
         assert other not in poll
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each launcher module and the launcher modules it imports (typing-only imports included)."""
+    modules = {module_name(p): p for p in ALL}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in launcher_imports(path):
+            # `from a.b import c` names both a.b and a.b.c: keep what is a module
+            target = imported
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle, as the modules along it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in ("launcher",) or nxt.endswith("__init__"):
+                continue
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle_not_even_for_types() -> None:
+    """A type that must be imported back belongs lower down."""
+    graph = _module_graph()
+    # a package's __init__ is not an edge back to its own modules
+    graph = {m: {t for t in ts if not m.startswith(t + ".")} for m, ts in graph.items()}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_the_cycle_finder_finds_a_planted_circle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+# The core's rooms, lowest first: a module imports only its own room and rooms below it.
+CORE_ORDER = (
+    ("spec",),
+    ("vllm",),
+    ("rules",),
+    ("plan", "render", "remote"),
+    ("sync",),
+    ("checks", "init", "serving"),
+    ("views", "reports", "redact"),
+)
+
+
+def _core_rank(module: str) -> tuple[int, str]:
+    room = module.split(".")[2]
+    for rank, rooms in enumerate(CORE_ORDER):
+        if room in rooms:
+            return rank, room
+    raise AssertionError(f"{module} is in no room of CORE_ORDER: add it there")
+
+
+CORE_MODULES = [p for p in CORE if module_name(p) != "launcher.core"]
+
+
+@pytest.mark.parametrize("path", CORE_MODULES, ids=ids(CORE_MODULES))
+def test_core_rooms_import_only_their_own_room_and_those_below(path: Path) -> None:
+    rank, room = _core_rank(module_name(path))
+    graph = _module_graph()
+    wrong = []
+    for target in graph[module_name(path)]:
+        if not target.startswith("launcher.core."):
+            continue
+        their_rank, their_room = _core_rank(target)
+        if their_rank > rank or (their_rank == rank and their_room != room and rank == 5):
+            wrong.append(target)
+    assert not wrong, f"{module_name(path)} (room {room}) imports from above or beside it: {sorted(wrong)}"
+
+
+# A verb's module is what one command does; what several share lives in a module of its own.
+VERBS = {
+    f"launcher.commands.{v}"
+    for v in (
+        "check",
+        "up",
+        "down",
+        "status",
+        "logs",
+        "verify",
+        "init",
+        "facts",
+        "diagnose",
+        "supervise",
+        "systemd",
+        "sync.models",
+        "sync.images",
+    )
+}
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_a_verb_borrows_nothing_from_another_but_its_public_entry(verb: str) -> None:
+    """`up` may run `check` (its `__all__`), never reach into its helpers."""
+    path = ROOT / (verb.replace(".", "/") + ".py")
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module in VERBS - {verb}:
+            other = ROOT / (node.module.replace(".", "/") + ".py")
+            public = _public_names(other)
+            borrowed = {a.name for a in node.names} - public
+            assert not borrowed, (
+                f"{verb} borrows {sorted(borrowed)} from {node.module} (its __all__: {public})"
+            )
+
+
+def _public_names(path: Path) -> set[str]:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            return set(ast.literal_eval(node.value))
+    raise AssertionError(f"{path.relative_to(ROOT)} is imported by another verb but declares no __all__")

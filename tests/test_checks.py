@@ -10,7 +10,7 @@ import pytest
 from launcher.catalogs import load_catalog
 from launcher.core.checks import AGREE, env_rows, model_rows, network_rows, probe_rows, vllm_rows
 from launcher.core.plan import Plan
-from launcher.core.spec import Spec
+from launcher.core.spec.sections import Spec
 from tests.conftest import base_spec, plan_of, spec_of
 
 

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from launcher.core.spec import spec_schema
+from launcher.core.spec.sections import spec_schema
 from launcher.core.views import plan_dict, plan_json, plan_text
 from launcher.load import plan_file
 from tests.conftest import ROOT

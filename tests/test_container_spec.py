@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from launcher.core.container import ContainerSection, container_options
 from launcher.core.remote import probe_call
+from launcher.core.spec.container import ContainerSection, container_options
 from launcher.core.views import plan_text
 from launcher.errors import SpecError
 from launcher.load import plan_file

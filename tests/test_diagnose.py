@@ -12,9 +12,9 @@ import yaml
 
 from launcher.commands.diagnose import collect, write_bundle
 from launcher.commands.down import down
+from launcher.commands.reporter import Silent
 from launcher.commands.up import UpOptions, up
 from launcher.core.redact import redact
-from launcher.node.cluster import Silent
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
 
 SECRET = "sk-planted-" + secrets.token_hex(8)

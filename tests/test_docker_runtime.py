@@ -12,9 +12,10 @@ import pytest
 
 from launcher.commands.down import down
 from launcher.commands.logs import logs
+from launcher.commands.reporter import Silent
 from launcher.commands.status import status
 from launcher.commands.up import StartupFailed, UpOptions, up
-from launcher.node.cluster import Cluster, Silent
+from launcher.node.cluster import Cluster
 from launcher.node.executor import LocalExecutor
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
 

@@ -13,9 +13,9 @@ import pytest
 from launcher.cli import main
 from launcher.commands.facts import HostsUnreachable
 from launcher.commands.init import init
-from launcher.core.draft import InitRequest
+from launcher.commands.reporter import Silent
+from launcher.core.init.draft import InitRequest
 from launcher.errors import ExitStatus
-from launcher.node.cluster import Silent
 from launcher.node.executor import NodeError, Result
 from tests.fakes.executor import ScriptedExecutor
 from tests.init_facts import bed_pair

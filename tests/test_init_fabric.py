@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.core.fabric import Choice, candidates, choose, node_links
+from launcher.core.init.interconnect import Choice, candidates, choose, node_links
 from tests.init_facts import bed_pair, iface, node, spark_pair
 
 

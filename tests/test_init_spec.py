@@ -12,28 +12,28 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from launcher.catalogs import known_versions, load_catalog
-from launcher.core import init_decide, init_spec
-from launcher.core.draft import InitRequest, node_names
-from launcher.core.spec import validate_spec
-from launcher.core.spec_text import CHOOSE, Entry, render, scalar
-from launcher.core.yamlsource import load_document
+from launcher.core.init import decide, spec_file
+from launcher.core.init.draft import InitRequest, node_names
+from launcher.core.init.text import CHOOSE, Entry, render, scalar
+from launcher.core.spec.validate import validate_spec
+from launcher.core.spec.yamlsource import load_document
 from tests.init_facts import DENSE, bed_pair, model, spark_pair, vllm
 
 
 def write(
     facts: dict[str, dict[str, Any]], reach: dict[str, dict[str, str]] | None = None, **options: Any
-) -> tuple[init_spec.Written, list[str], init_spec.Entry | Any]:
+) -> tuple[spec_file.Written, list[str], spec_file.Entry | Any]:
     """What init writes for these facts (every link reachable unless `reach` says otherwise)."""
     request = InitRequest(tuple(facts), "c", **{"model": "/models/m", "venv": "/opt/vllm", **options})
-    found = init_decide.links(facts, request.names)
+    found = decide.links(facts, request.names)
     tried = {c.head.address: dict.fromkeys(request.names[1:], "yes") for c in found.found}
     tried.update(reach or {})
-    decisions, warnings = init_decide.decide(request, facts, found, tried)
+    decisions, warnings = decide.decide(request, facts, found, tried)
     version = decisions.version.value
     catalog = load_catalog(version) if version in known_versions() else None
-    items = init_spec.entries(init_spec.with_model_kind(decisions, catalog), catalog)
-    header = init_decide.header(request, "c.yaml")
-    return init_spec.compose(decisions, catalog, header, "c.yaml"), warnings, items
+    items = spec_file.entries(spec_file.with_model_kind(decisions, catalog), catalog)
+    header = decide.header(request, "c.yaml")
+    return spec_file.compose(decisions, catalog, header, "c.yaml"), warnings, items
 
 
 def data(text: str) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def test_two_sparks_give_a_ready_spec_that_plans_as_written() -> None:
     spec, warnings, items = write(spark_pair())
     assert spec.ready, spec.problems
     assert warnings == []
-    assert data(spec.text) == init_spec.data_of(items)  # the comments change nothing
+    assert data(spec.text) == spec_file.data_of(items)  # the comments change nothing
     loaded = data(spec.text)
     assert loaded["vllm"] == {"version": "0.32.0", "runtime": "venv", "venv": "/opt/vllm"}
     assert loaded["nodes"][1] == {

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from launcher.commands.down import down
+from launcher.commands.reporter import Silent
 from launcher.commands.status import status
 from launcher.commands.up import StartupFailed, UpOptions, up
-from launcher.node.cluster import Cluster, Silent
+from launcher.node.cluster import Cluster
 from tests.conftest import fake_vllm_cluster
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from launcher.core import remote
-from launcher.core.manifest import Manifest, missing_parts
+from launcher.core.sync.manifest import Manifest, missing_parts
 from launcher.node.agent import Agent
 from launcher.node.executor import LocalExecutor
 from launcher.node.scripts import bundle

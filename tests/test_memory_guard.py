@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from bench.memory_guard import gb10_facts, guard
+from launcher.core.checks.budget import CPU, GPU, UNIFIED, GiB, kv_bytes_per_token, node_kind
 from launcher.core.checks.memory import memory_rows
-from launcher.core.memory import CPU, GPU, UNIFIED, GiB, kv_bytes_per_token, node_kind
-from launcher.core.startup_log import diagnose
+from launcher.core.serving.startup_log import diagnose
 from launcher.node.scripts import bundle
 from launcher.node.scripts.memory import parse_gpu_query, parse_meminfo
 from tests.conftest import ROOT, base_spec, plan_of, spec_of

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from launcher.catalogs import load_catalog
-from launcher.core.model import facts_from_config
 from launcher.core.plan import Plan
+from launcher.core.vllm.models import facts_from_config
 from launcher.errors import SpecError
 from launcher.load import plan_file
 from tests.conftest import base_spec, edit, write

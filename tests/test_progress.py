@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from launcher.cli.progress import UP, Printer
-from launcher.core.startup_log import NodeWatch, progress_of
+from launcher.core.serving.startup_log import NodeWatch, progress_of
 
 RECORDED = (Path(__file__).parent / "data" / "head-start-weights.log").read_text()
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from launcher.catalogs import load_catalog
-from launcher.core.yamlsource import MAX_VALUES
+from launcher.core.spec.yamlsource import MAX_VALUES
 from launcher.errors import SparkLaunchError, SpecError
 from launcher.load import plan_file
 from tests.conftest import ROOT, base_spec, edit, write

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from launcher.commands.reporter import Silent
 from launcher.commands.status import status
 from launcher.commands.supervise import GaveUp, SuperviseOptions, Terminated, supervise
 from launcher.commands.up import UpOptions, up
-from launcher.core.supervision import Event, RestartPolicy
+from launcher.core.serving.supervision import Event, RestartPolicy
 from launcher.errors import ExitStatus
-from launcher.node.cluster import Cluster, Silent
+from launcher.node.cluster import Cluster
 from tests.conftest import fake_vllm_cluster
 
 

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from launcher.commands.sync_models import SourceIncomplete, SyncOptions, sync_models
-from launcher.core.sync_report import sync_json, sync_text
-from launcher.core.transfer import Progress
+from launcher.commands.sync.models import SourceIncomplete, sync_models
+from launcher.commands.sync.options import SyncOptions
+from launcher.core.sync.report import sync_json, sync_text
+from launcher.core.sync.transfer import CopyProgress
 from launcher.errors import ExitStatus
 from launcher.node.cluster import Cluster
 from launcher.node.executor import Result
@@ -50,7 +51,7 @@ class Collect:
     def info(self, text: str) -> None:
         self.lines.append(text)
 
-    def progress(self, node: str, progress: Progress) -> None:
+    def progress(self, node: str, progress: CopyProgress) -> None:
         self.lines.append(progress.line(node))
 
 

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from launcher.cli import cli
 from launcher.cli.sync_commands import TransferPrinter
-from launcher.core.transfer import Progress
+from launcher.core.sync.transfer import CopyProgress
 
 MB = 1_000_000
 
@@ -31,7 +31,7 @@ def test_sync_is_a_group_with_models() -> None:
 def test_in_a_log_progress_is_a_plain_line_per_tenth_or_every_few_seconds() -> None:
     out = io.StringIO()
     printer = TransferPrinter(out)
-    p = Progress(1000 * MB, started=0.0, at=0.0)
+    p = CopyProgress(1000 * MB, started=0.0, at=0.0)
     for done in range(0, 1001, 25):  # 41 updates, in quick succession
         p = p.advance(done * MB, p.at + 0.5)
         printer.progress("node2", p)
@@ -44,7 +44,7 @@ def test_in_a_log_progress_is_a_plain_line_per_tenth_or_every_few_seconds() -> N
 def test_on_a_terminal_the_lines_are_redrawn_in_place() -> None:
     out = Terminal()
     printer = TransferPrinter(out)
-    two, three = Progress(100, 10, 5.0, 0.0, 1.0), Progress(100, 20, 5.0, 0.0, 1.0)
+    two, three = CopyProgress(100, 10, 5.0, 0.0, 1.0), CopyProgress(100, 20, 5.0, 0.0, 1.0)
     printer.progress("node2", two)
     printer.progress("node3", three)
     printer.info("node2: verifying")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.commands.sync_images import sync_images
+from launcher.commands.sync.images import sync_images
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import LocalExecutor

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core.manifest import FileEntry, Manifest, Room, missing_parts, model_dirs, needs_weights
-from launcher.core.transfer import Progress, plan_transfer, remote_target, room_problems, rsync_argv
+from launcher.core.sync.manifest import FileEntry, Manifest, Room, missing_parts, model_dirs, needs_weights
+from launcher.core.sync.transfer import CopyProgress, plan_transfer, remote_target, room_problems, rsync_argv
 from tests.conftest import base_spec, edit, spec_of
 
 MB = 1_000_000
@@ -132,7 +132,7 @@ def test_rsync_continues_files_and_takes_its_list_on_stdin() -> None:
 
 
 def test_progress_rate_and_eta() -> None:
-    p = Progress(1000 * MB, started=0.0, at=0.0).advance(100 * MB, 1.0).advance(200 * MB, 2.0)
+    p = CopyProgress(1000 * MB, started=0.0, at=0.0).advance(100 * MB, 1.0).advance(200 * MB, 2.0)
     assert p.done == 200 * MB and p.rate == pytest.approx(100 * MB)
     assert p.eta == pytest.approx(8.0)
     assert p.line("node2") == "node2       200.0 MB / 1.0 GB     20%  100.0 MB/s  ETA 0:08"

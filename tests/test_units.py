@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from launcher.cli import cli
-from launcher.core.units import Unit, env_file_text, render_unit, systemd_word
+from launcher.core.serving.systemd import Unit, env_file_text, render_unit, systemd_word
 from tests.conftest import ROOT
 
 QWEN = ROOT / "configs" / "qwen3-next-2x-spark.yaml"

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
+from launcher.commands.reporter import Silent
 from launcher.commands.up import StartupFailed, UpOptions, up
-from launcher.core.model import kind_facts
 from launcher.core.plan import build_plan
+from launcher.core.vllm.models import kind_facts
 from launcher.load import catalog_for
-from launcher.node.cluster import Cluster, ClusterBusy, Silent
+from launcher.node.cluster import Cluster, ClusterBusy
 from launcher.node.executor import NodeError, Result
 from tests.conftest import base_spec, spec_of
 from tests.fakes.executor import Handler, ScriptedExecutor

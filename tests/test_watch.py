@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.core.startup_log import STAGE_NAMES, NodeWatch, diagnose, stage_of
+from launcher.core.serving.startup_log import STAGE_NAMES, NodeWatch, diagnose, stage_of
 
 # Lines a real head printed while starting on the test bed (vLLM 0.32, shortened).
 HEAD_START = (Path(__file__).parent / "data" / "head-start.log").read_text()

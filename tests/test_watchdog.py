@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 
 from launcher.commands.down import down
+from launcher.commands.reporter import Silent
 from launcher.commands.status import status
 from launcher.commands.up import UpOptions, up
 from launcher.core.reports import status_text
-from launcher.core.watchdog import DOWN, SERVING, WEDGED, Completion, Counters, counters_from, judge
-from launcher.node.cluster import Cluster, Silent
+from launcher.core.serving.watchdog import DOWN, SERVING, WEDGED, Completion, Counters, counters_from, judge
+from launcher.node.cluster import Cluster
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
 
 OK = Completion(True, 0.2)

@@ -12,7 +12,7 @@ import functools
 import json
 from pathlib import Path
 
-from launcher.core.catalog import Catalog, catalog_from_dict, parse_version
+from launcher.core.vllm.catalog import Catalog, catalog_from_dict, parse_version
 from launcher.errors import SparkLaunchError
 
 CATALOG_DIR = Path(__file__).parent

@@ -65,9 +65,9 @@ def systemd(
     """
     import os
 
-    from launcher.commands.units import default_env_file, supervise_unit
-    from launcher.commands.units import install as write_unit
-    from launcher.core.units import render_unit
+    from launcher.commands.systemd import default_env_file, supervise_unit
+    from launcher.commands.systemd import install as write_unit
+    from launcher.core.serving.systemd import render_unit
     from launcher.load import plan_file
 
     planned, _ = plan_file(spec)

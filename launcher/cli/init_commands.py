@@ -123,7 +123,7 @@ def init(
       spark-launch init --hosts node1,node2 --ssh-config /tmp/spark-launch-testbed/ssh_config -o -
     """
     from launcher.commands.init import init as run_init
-    from launcher.core.draft import InitRequest
+    from launcher.core.init.draft import InitRequest
 
     check_install(venv, image)
     if as_json and output == "-":
@@ -219,7 +219,7 @@ def facts(
       spark-launch facts --hosts spark-1 --venv /opt/vllm --json | jq '."spark-1".interfaces'
     """
     from launcher.commands.facts import agents, gather
-    from launcher.core.draft import InitRequest, discover_request
+    from launcher.core.init.draft import InitRequest, discover_request
 
     check_install(venv, image)
     host_list = parse_hosts(hosts)
@@ -235,7 +235,7 @@ def facts(
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
-        from launcher.core.facts_view import facts_text
+        from launcher.core.init.facts_view import facts_text
 
         click.echo(facts_text(out))
     failed = any("error" in f for f in out.values())

@@ -17,7 +17,7 @@ from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:
-    from launcher.core.supervision import Event
+    from launcher.core.serving.supervision import Event
     from launcher.node.cluster import Cluster
 
 
@@ -100,7 +100,7 @@ def supervise(
     from launcher.commands.supervise import SuperviseOptions, Terminated
     from launcher.commands.supervise import supervise as keep
     from launcher.commands.up import UpOptions
-    from launcher.core.supervision import RestartPolicy
+    from launcher.core.serving.supervision import RestartPolicy
 
     up_options = UpOptions(
         timeout=timeout,

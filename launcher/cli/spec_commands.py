@@ -65,7 +65,7 @@ def schema() -> ExitStatus:
       spark-launch schema > .vscode/spark-launch.schema.json
       # then, first line of the spec:  # yaml-language-server: $schema=.vscode/spark-launch.schema.json
     """
-    from launcher.core.spec import spec_schema
+    from launcher.core.spec.sections import spec_schema
 
     click.echo(json.dumps(spec_schema(), indent=2))
     return ExitStatus.OK

@@ -15,7 +15,7 @@ from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:
-    from launcher.core.transfer import Progress
+    from launcher.core.sync.transfer import CopyProgress
 
 
 @click.group()
@@ -82,8 +82,9 @@ def models(
       spark-launch sync models cluster.yaml --from spark-2 --relay
       spark-launch sync models cluster.yaml --json | jq '.nodes[] | {node, state}'
     """
-    from launcher.commands.sync_models import SyncOptions, sync_models
-    from launcher.core.sync_report import sync_json, sync_text
+    from launcher.commands.sync.models import sync_models
+    from launcher.commands.sync.options import SyncOptions
+    from launcher.core.sync.report import sync_json, sync_text
 
     options = SyncOptions(source=source, dry_run=dry_run, relay=relay, bwlimit=bwlimit)
     with open_cluster(spec, ssh_config) as cluster:
@@ -101,7 +102,7 @@ class TransferPrinter:
         self.stream = stream
         self.live = stream.isatty()
         self.lock = threading.Lock()
-        self.rows: dict[str, Progress] = {}
+        self.rows: dict[str, CopyProgress] = {}
         self.drawn = 0  # live lines on screen below the last plain text
         self.last: dict[str, tuple[float, int]] = {}
 
@@ -112,7 +113,7 @@ class TransferPrinter:
             self.stream.write(text + "\n")
             self._draw()
 
-    def progress(self, node: str, progress: Progress) -> None:
+    def progress(self, node: str, progress: CopyProgress) -> None:
         """A target advanced: redraw (terminal), or a line every few seconds and every 10%."""
         with self.lock:
             self.rows[node] = progress
@@ -166,7 +167,7 @@ def images(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
       spark-launch sync images cluster.yaml
       spark-launch sync images cluster.yaml --json | jq '.nodes[] | {name, action}'
     """
-    from launcher.commands.sync_images import sync_images
+    from launcher.commands.sync.images import sync_images
 
     with open_cluster(spec, ssh_config) as cluster:
         result = sync_images(cluster, Printer())

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from launcher.commands.reporter import Reporter
 from launcher.core import remote
-from launcher.core.memory import gib
+from launcher.core.checks.budget import gib
 from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster, Reporter
+from launcher.node.cluster import Cluster
 
 SUDOERS = "{user} ALL=(root) NOPASSWD: /usr/bin/tee /proc/sys/vm/drop_caches"
 

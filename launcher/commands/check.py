@@ -30,14 +30,16 @@ from launcher.core.checks import (
     vllm_rows,
 )
 from launcher.core.checks.model import weight_bytes
-from launcher.core.manifest import model_dirs
 from launcher.core.render import container_name
 from launcher.core.reports import check_text
+from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 from launcher.node.scripts import tag as script_tag
 from launcher.node.scripts.probe import MARKER as PROBE_MARKER
+
+__all__ = ["NodesDisagree", "run_check"]
 
 
 class NodesDisagree(SparkLaunchError):

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from launcher.commands.check import run_check
+from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.core import remote
 from launcher.core.redact import redact
 from launcher.core.reports import check_json, check_text, status_text
 from launcher.core.views import plan_json, plan_text
 from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster, Reporter
+from launcher.node.cluster import Cluster
 
 
 def collect(

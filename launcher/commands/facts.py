@@ -15,6 +15,8 @@ from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, fan_out
 
+__all__ = ["HostsUnreachable", "agents", "all_facts", "gather"]
+
 # Discovery writes nothing on the nodes; the run directory only names the job in `ps`.
 CLUSTER = "init"
 

@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.commands.reporter import Reporter
 from launcher.core import remote
-from launcher.core.startup_log import STAGE_NAMES, NodeWatch
+from launcher.core.serving.startup_log import STAGE_NAMES, NodeWatch
 from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster, Reporter
+from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError, StopStream
 
 HEAD_READY = STAGE_NAMES.index("KV cache")  # from here on, ask /health more often

@@ -17,11 +17,12 @@ from typing import Any
 
 from launcher.catalogs import known_versions, load_catalog
 from launcher.commands.facts import agents, all_facts
-from launcher.core import draft, fabric, init_decide, init_spec, remote
-from launcher.core.init_spec import Written
+from launcher.commands.reporter import Reporter
+from launcher.core import remote
+from launcher.core.init import decide, draft, interconnect, spec_file
+from launcher.core.init.spec_file import Written
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Reporter
 from launcher.node.executor import Executor, fan_out
 
 CONNECT_SECONDS = 3.0  # a link that works answers in milliseconds
@@ -33,7 +34,7 @@ class InitResult:
     """The spec written, what was decided, and how long it took."""
 
     spec: Written
-    choice: fabric.Choice
+    choice: interconnect.Choice
     warnings: tuple[str, ...]
     facts: dict[str, dict[str, Any]]
     seconds: float
@@ -46,19 +47,19 @@ def init(executor: Executor, request: draft.InitRequest, filename: str, reporter
     by_name = agents(executor, names)
     reporter.info(f"asking {len(names)} node(s): interfaces, RDMA devices, GPUs, vLLM, model")
     facts = all_facts(by_name, draft.discover_request(request))
-    found = init_decide.links(facts, names)
+    found = decide.links(facts, names)
     if len(names) > 1 and found.found:
         reporter.info(
             f"trying {len(found.found)} candidate link(s): a TCP connection from every worker to the head"
         )
-    decisions, warnings = init_decide.decide(request, facts, found, try_links(by_name, found.found))
+    decisions, warnings = decide.decide(request, facts, found, try_links(by_name, found.found))
     version = decisions.version.value
     catalog = load_catalog(version) if version in known_versions() else None
-    spec = init_spec.compose(decisions, catalog, init_decide.header(request, filename), filename)
+    spec = spec_file.compose(decisions, catalog, decide.header(request, filename), filename)
     return InitResult(spec, decisions.choice, tuple(warnings), facts, time.monotonic() - began)
 
 
-def try_links(by_name: dict[str, Agent], found: list[fabric.Candidate]) -> dict[str, dict[str, str]]:
+def try_links(by_name: dict[str, Agent], found: list[interconnect.Candidate]) -> dict[str, dict[str, str]]:
     """For each candidate, by head address: every worker's real TCP connection ('yes' or why not)."""
     if not found or len(found[0].links) < 2:
         return {}
@@ -66,11 +67,11 @@ def try_links(by_name: dict[str, Agent], found: list[fabric.Candidate]) -> dict[
     return {a: r if isinstance(r, dict) else {"(all)": r.message} for a, r in answers.items()}
 
 
-def _by_head(found: list[fabric.Candidate], address: str) -> fabric.Candidate:
+def _by_head(found: list[interconnect.Candidate], address: str) -> interconnect.Candidate:
     return next(c for c in found if c.head.address == address)
 
 
-def _try(by_name: dict[str, Agent], candidate: fabric.Candidate) -> dict[str, str]:
+def _try(by_name: dict[str, Agent], candidate: interconnect.Candidate) -> dict[str, str]:
     """A listener on the head's address (any free port), a connection from every worker."""
     head, workers = candidate.head, candidate.links[1:]
     agent = by_name[head.node]

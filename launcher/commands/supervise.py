@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from launcher.commands.down import stop_reachable
+from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
+from launcher.commands.stopping import stop_reachable
 from launcher.commands.up import Interrupted, PlanConflict, UpOptions, up
 from launcher.commands.watching import Trouble, watch
-from launcher.core.supervision import Event, RestartPolicy
+from launcher.core.serving.supervision import Event, RestartPolicy
 from launcher.errors import ExitStatus, SparkLaunchError
-from launcher.node.cluster import Cluster, Reporter
+from launcher.node.cluster import Cluster
 
 
 class GaveUp(SparkLaunchError):

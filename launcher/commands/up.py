@@ -12,18 +12,19 @@ from typing import Any
 
 from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
-from launcher.commands.down import stop_all, stop_reachable
 from launcher.commands.follow import Exited, Lost, Served, TimedOut, drain, follow
-from launcher.commands.status import complete
+from launcher.commands.reporter import Reporter
+from launcher.commands.serving import LOST_AFTER_SECONDS, complete
+from launcher.commands.stopping import stop_all, stop_reachable
 from launcher.core.remote import node_job
 from launcher.core.reports import check_summary
-from launcher.core.startup_log import Diagnosis, NodeWatch, diagnose
+from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster, Reporter, new_run_id
+from launcher.node.cluster import Cluster, new_run_id
 from launcher.node.executor import NodeError
 
-LOST_AFTER_SECONDS = 6.0  # each node's watch sends a heartbeat a second
+__all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
 
 
 class PlanConflict(SparkLaunchError):

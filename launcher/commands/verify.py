@@ -14,25 +14,14 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from launcher.core.state import Check, Verification
+from launcher.commands.serving import metric_totals
+from launcher.core.serving.state import Check, Verification
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError
 
 HITS = "vllm:prefix_cache_hits"
 CACHE_INFO = "vllm:cache_config_info"
-
-
-def metric_totals(text: str) -> dict[str, float]:
-    """Counter totals by family name (summed over label sets) from Prometheus text."""
-    totals: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == family.name + "_total" or (
-                family.type != "counter" and sample.name == family.name
-            ):
-                totals[family.name] = totals.get(family.name, 0.0) + float(sample.value)
-    return totals
 
 
 def cache_config(text: str) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Every rank through one streaming watch per node (`follow.Follower`: a rank's exit is seen
 within a fraction of a second, a silent node within seconds), and the head through the
-watchdog every `interval` seconds on its own thread (`status.probe`). A lost stream is
+watchdog every `interval` seconds on its own thread (`serving.head_verdict`). A lost stream is
 looked at again over fresh connections before it counts: a network blip is not a death.
 """
 
@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from launcher.commands.follow import Follower, drain
-from launcher.commands.status import probe, status
-from launcher.commands.up import LOST_AFTER_SECONDS
-from launcher.core.startup_log import NodeWatch, diagnose
-from launcher.core.watchdog import DOWN, SERVING, WEDGED, Counters, Verdict
+from launcher.commands.reporter import Reporter
+from launcher.commands.serving import LOST_AFTER_SECONDS, head_verdict
+from launcher.commands.status import status
+from launcher.core.serving.startup_log import NodeWatch, diagnose
+from launcher.core.serving.watchdog import DOWN, SERVING, WEDGED, Counters, Verdict
 from launcher.errors import ExitStatus, SparkLaunchError
-from launcher.node.cluster import Cluster, Reporter
+from launcher.node.cluster import Cluster
 
 VERDICT = "<watchdog>"
 STREAM_SECONDS = 6 * 3600.0  # each node's watch is renewed this often
@@ -90,7 +91,7 @@ def _follow(
     """Consume the streams and the watchdog's verdicts until there is trouble."""
     began = clock()
     last_seen = dict.fromkeys(watches, began)
-    next_probe, probing, downs = began + interval, False, 0
+    next_verdict, asking, downs = began + interval, False, 0
     since: Counters | None = None
     while True:
         try:
@@ -99,13 +100,13 @@ def _follow(
             name, event = "", {}
         now = clock()
         if name == VERDICT:
-            probing = False
+            asking = False
             verdict, since = event["verdict"], event["counters"] or since
             downs = downs + 1 if verdict.state == DOWN else 0
             trouble = _judged(cluster, verdict, downs, interval, say)
             if trouble:
                 return trouble
-            next_probe = now + (interval if verdict.state == SERVING else min(interval, SOON))
+            next_verdict = now + (interval if verdict.state == SERVING else min(interval, SOON))
         elif name:
             last_seen[name] = now
             trouble = _node_event(watches, name, event, now - began)
@@ -114,9 +115,9 @@ def _follow(
         silent = [n for n, seen in last_seen.items() if now - seen > LOST_AFTER_SECONDS]
         if silent:
             return Trouble(silent[0], "node lost", f"no word from it for {now - last_seen[silent[0]]:.0f} s")
-        if not probing and now >= next_probe:
-            probing = True
-            threading.Thread(target=_probe, args=(follower, cluster, deadline, since), daemon=True).start()
+        if not asking and now >= next_verdict:
+            asking = True
+            threading.Thread(target=_ask_head, args=(follower, cluster, deadline, since), daemon=True).start()
 
 
 def _node_event(
@@ -148,10 +149,10 @@ def _judged(cluster: Cluster, verdict: Verdict, downs: int, interval: float, say
     return None
 
 
-def _probe(follower: Follower, cluster: Cluster, deadline: float, since: Counters | None) -> None:
+def _ask_head(follower: Follower, cluster: Cluster, deadline: float, since: Counters | None) -> None:
     """Run the watchdog and post its verdict to the follower's queue (always: the loop waits for it)."""
     try:
-        verdict, counters = probe(cluster, deadline, since)
+        verdict, counters = head_verdict(cluster, deadline, since)
     except Exception as exc:  # a failure to look is no proof it serves; the thread must still answer
         verdict, counters = Verdict(DOWN, f"the watchdog could not ask the head: {exc}"), None
     follower.events.put((VERDICT, {"verdict": verdict, "counters": counters}))

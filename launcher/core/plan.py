@@ -7,15 +7,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.argv import BadValue, check_value, option_args
-from launcher.core.catalog import Catalog, parse_version
-from launcher.core.container import changed_from_defaults, container_settings
-from launcher.core.model import ModelFacts
 from launcher.core.render import NodeCommand, render_nodes
 from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
-from launcher.core.schema import suggest
-from launcher.core.spec import Spec
-from launcher.core.spec_checks import NO_NODES, release_problem
+from launcher.core.spec.checks import NO_NODES, release_problem
+from launcher.core.spec.container import changed_from_defaults, container_settings
+from launcher.core.spec.schema import suggest
+from launcher.core.spec.sections import Spec
+from launcher.core.vllm.argv import BadValue, check_value, option_args
+from launcher.core.vllm.catalog import Catalog, parse_version
+from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
 
 # serve keys the launcher sets per node, or from elsewhere in the spec.

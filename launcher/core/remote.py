@@ -12,7 +12,6 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.container import container_options
 from launcher.core.plan import Plan
 from launcher.core.render import (
     NodeCommand,
@@ -22,7 +21,8 @@ from launcher.core.render import (
     runtime_prefix,
     shell_words,
 )
-from launcher.core.spec import Spec
+from launcher.core.spec.container import container_options
+from launcher.core.spec.sections import Spec
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home

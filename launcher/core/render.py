@@ -10,8 +10,8 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from launcher.core.container import container_options
-from launcher.core.spec import Node, Spec
+from launcher.core.spec.container import container_options
+from launcher.core.spec.sections import Node, Spec
 from launcher.errors import SparkLaunchError
 
 # Docker reads the node's environment (secrets included) from this file in the cluster's

@@ -7,8 +7,8 @@ from dataclasses import asdict
 from typing import Any
 
 from launcher.core.checks import Report
-from launcher.core.state import ClusterStatus, DownResult, Verification
-from launcher.core.watchdog import Verdict
+from launcher.core.serving.state import ClusterStatus, DownResult, Verification
+from launcher.core.serving.watchdog import Verdict
 
 CACHE_KEYS = ("block_size", "mamba_block_size", "mamba_cache_mode", "enable_prefix_caching")
 

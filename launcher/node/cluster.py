@@ -10,34 +10,14 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
-from launcher.core.spec import Spec
+from launcher.core.spec.sections import Spec
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
-
-
-class Reporter(Protocol):
-    """Where operations tell the user what is happening (the CLI prints; tests collect)."""
-
-    def info(self, text: str) -> None:
-        """A line of progress."""
-
-    def stages(self, stages: dict[str, str], elapsed: float) -> None:
-        """Each node's current start-up stage."""
-
-
-class Silent:
-    """A Reporter that says nothing (for scripts and tests)."""
-
-    def info(self, text: str) -> None:
-        """Ignore."""
-
-    def stages(self, stages: dict[str, str], elapsed: float) -> None:
-        """Ignore."""
 
 
 class ClusterBusy(SparkLaunchError):

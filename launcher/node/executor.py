@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Protocol, TypeVar
 
 from launcher.errors import ExitStatus, SparkLaunchError
-from launcher.node.relay import Progress, pump
+from launcher.node.relay import OnSent, pump
 
 T = TypeVar("T")
 
@@ -127,7 +127,7 @@ class Executor(Protocol):
         """Start a command whose stdin and stdout stay open as byte streams."""
 
     def relay(
-        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+        self, source: str, command: str, targets: dict[str, str], on_progress: OnSent | None = None
     ) -> Relayed:
         """Run `command` on `source`; its output, as it comes, is the stdin of every target's command."""
 
@@ -234,7 +234,7 @@ class LocalExecutor:
         return LocalStream(proc)
 
     def relay(
-        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+        self, source: str, command: str, targets: dict[str, str], on_progress: OnSent | None = None
     ) -> Relayed:
         """Pipe one local command into others, through this process (as SSH does, through the launcher)."""
         with contextlib.ExitStack() as stack:

@@ -12,7 +12,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-Progress = Callable[[str, int], None]  # (sink, bytes it has been sent so far)
+OnSent = Callable[[str, int], None]  # (sink, bytes it has been sent so far)
 QUEUE_BLOCKS = 32
 
 
@@ -20,7 +20,7 @@ def pump(
     read: Callable[[], bytes],
     sinks: dict[str, Callable[[bytes], None]],
     broken: tuple[type[BaseException], ...],
-    on_progress: Progress | None = None,
+    on_progress: OnSent | None = None,
 ) -> tuple[dict[str, int], BaseException | None]:
     """Write what `read` returns (b"" at the end) to every sink; bytes per sink, and the read's error."""
     blocks: queue.Queue[bytes] = queue.Queue(maxsize=QUEUE_BLOCKS)

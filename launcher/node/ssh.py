@@ -26,7 +26,7 @@ import paramiko
 from fabric import Config, Connection
 
 from launcher.node.executor import HttpResponse, NodeError, Relayed, Result, StopStream, Stream
-from launcher.node.relay import Progress, pump
+from launcher.node.relay import OnSent, pump
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
@@ -238,7 +238,7 @@ class SshExecutor:
         return _ChannelStream(self._channel(node, command))
 
     def relay(
-        self, source: str, command: str, targets: dict[str, str], on_progress: Progress | None = None
+        self, source: str, command: str, targets: dict[str, str], on_progress: OnSent | None = None
     ) -> Relayed:
         """Stream `command`'s output on `source` into every target's command, through this process.
 

@@ -18,9 +18,9 @@ from typing import Any
 import yaml
 
 from launcher.catalogs import load_catalog
-from launcher.core.catalog import Catalog, parse_version
 from launcher.core.plan import Plan, build_plan
 from launcher.core.rules.base import bool_args, in_range
+from launcher.core.vllm.catalog import Catalog, parse_version
 from launcher.load import catalog_for, read_model_facts
 from tests.conftest import ROOT, spec_of
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from launcher.catalogs import CATALOG_DIR
-from launcher.core.catalog import parse_version
 from launcher.core.checks import AGREE
 from launcher.core.plan import PlanProblems
 from launcher.core.render import shell_words
+from launcher.core.vllm.catalog import parse_version
 from launcher.node.scripts.probe import MARKER
 from tests.conformance import cases
 from tests.conformance.conftest import RELEASES, Answers, probe_file, venv_for

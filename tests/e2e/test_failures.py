@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from launcher.commands.reporter import Silent
 from launcher.commands.up import StartupFailed, UpOptions, up
 from launcher.load import plan_file
-from launcher.node.cluster import Cluster, Silent
+from launcher.node.cluster import Cluster
 from launcher.node.ssh import SshExecutor
 from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file, start_cli, wait_for_line
 

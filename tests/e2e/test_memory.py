@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from launcher.commands.caches import drop_caches
+from launcher.commands.reporter import Silent
 from launcher.load import plan_file
-from launcher.node.cluster import Cluster, Silent
+from launcher.node.cluster import Cluster
 from launcher.node.ssh import SshExecutor
 from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file
 

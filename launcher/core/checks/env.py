@@ -7,7 +7,7 @@ from typing import Any
 
 from launcher.core.checks.report import Row, same
 from launcher.core.plan import Plan
-from launcher.core.spec import PER_NODE_ENV
+from launcher.core.spec.checks import PER_NODE_ENV
 
 
 def env_rows(plan: Plan, facts: Mapping[str, dict[str, Any]]) -> list[Row]:

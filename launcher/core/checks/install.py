@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.core.catalog import parse_version
 from launcher.core.checks.report import Row, each, same
-from launcher.core.spec import Spec
+from launcher.core.spec.sections import Spec
+from launcher.core.vllm.catalog import parse_version
 
 
 def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:

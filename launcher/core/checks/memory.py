@@ -12,10 +12,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from launcher.core.checks.budget import CPU, FLOOR, GPU, UNIFIED, Budget, budget, gib
 from launcher.core.checks.report import Row
-from launcher.core.memory import CPU, FLOOR, GPU, UNIFIED, Budget, budget, gib
 from launcher.core.plan import Plan
-from launcher.core.spec import Spec
+from launcher.core.spec.sections import Spec
 
 KINDS = {UNIFIED: "unified (GPU = system)", GPU: "GPU memory", CPU: "CPU build"}
 

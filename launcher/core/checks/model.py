@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.core.checks.report import Row, each
-from launcher.core.manifest import (
+from launcher.core.spec.sections import Spec
+from launcher.core.sync.manifest import (
     FileEntry,
     Manifest,
     differences,
@@ -21,7 +22,6 @@ from launcher.core.manifest import (
     model_dirs,
     needs_weights,
 )
-from launcher.core.spec import Spec
 
 SHOWN = 10  # differing files shown one per row; the rest are counted
 FIX = "spark-launch sync models SPEC copies it from the head and verifies it"

@@ -7,7 +7,7 @@ from typing import Any
 
 from launcher.core.checks.report import Row, each
 from launcher.core.plan import Plan
-from launcher.core.spec import Spec
+from launcher.core.spec.sections import Spec
 
 
 def network_rows(

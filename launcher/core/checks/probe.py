@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.core.catalog import Catalog
 from launcher.core.checks.report import Row, same
 from launcher.core.plan import Plan
+from launcher.core.vllm.catalog import Catalog
 
 # Settings the probe brings back that must agree on every node, and the flag pinning each.
 AGREE = {

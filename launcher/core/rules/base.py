@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.catalog import Catalog, Option, parse_version
-from launcher.core.model import ModelFacts
-from launcher.core.spec import Spec
+from launcher.core.spec.sections import Spec
+from launcher.core.vllm.catalog import Catalog, Option, parse_version
+from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
 
 

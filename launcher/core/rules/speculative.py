@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from launcher.core.argv import json_arg
 from launcher.core.rules.base import Decision, Inputs, RuleProblem
+from launcher.core.vllm.argv import json_arg
 
 
 def speculative(inputs: Inputs) -> Decision:

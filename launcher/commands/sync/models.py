@@ -17,40 +17,21 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
-from launcher.commands.sync_transfer import copy_all
+from launcher.commands.sync.copy import copy_all
+from launcher.commands.sync.options import SyncOptions, SyncReporter
 from launcher.core import remote
-from launcher.core.manifest import Manifest, human, missing_parts, model_dirs, needs_weights
-from launcher.core.spec import Node
-from launcher.core.sync_report import DirPlan, NodeOutcome, SourceModel, SyncResult
-from launcher.core.transfer import DEFAULT_RSH, Progress, plan_transfer, remote_host, room_problems
+from launcher.core.spec.sections import Node
+from launcher.core.sync.manifest import Manifest, human, missing_parts, model_dirs, needs_weights
+from launcher.core.sync.report import DirPlan, NodeOutcome, SourceModel, SyncResult
+from launcher.core.sync.transfer import DEFAULT_RSH, plan_transfer, remote_host, room_problems
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 
 Manifests = dict[str, Manifest]  # by directory label
-
-
-@dataclass(frozen=True)
-class SyncOptions:
-    """How to sync: from which node, for real or not, directly or through this machine, how fast."""
-
-    source: str | None = None
-    dry_run: bool = False
-    relay: bool = False
-    bwlimit: float | None = None  # MB/s per target
-
-
-class SyncReporter(Protocol):
-    """Where sync tells the user what happens (the CLI prints; tests collect)."""
-
-    def info(self, text: str) -> None:
-        """A line of progress."""
-
-    def progress(self, node: str, progress: Progress) -> None:
-        """A target's copy advanced."""
 
 
 class SourceIncomplete(SparkLaunchError):

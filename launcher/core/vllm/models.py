@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from launcher.core.catalog import Catalog
+from launcher.core.vllm.catalog import Catalog
 from launcher.errors import Problem
 
 # ModelConfig.is_hybrid: a hybrid architecture whose layer_types are all attention has no

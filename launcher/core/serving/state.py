@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.watchdog import Counters, Verdict
+from launcher.core.serving.watchdog import Counters, Verdict
 
 
 @dataclass(frozen=True)

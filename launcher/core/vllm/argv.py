@@ -12,7 +12,7 @@ import math
 import re
 from typing import Any
 
-from launcher.core.catalog import Option
+from launcher.core.vllm.catalog import Option
 
 # What vLLM's human_readable_int accepts: 4096, 128k, 1.5M, 2Gi, or "auto" for lengths.
 SIZE = re.compile(r"(\d+(\.\d+)?[kKmMgGtT]i?|\d+|auto|-1)\Z")

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from launcher.core.schema import doc
+from launcher.core.spec.schema import doc
 from launcher.errors import Problem
 
 SIZE = re.compile(r"[1-9][0-9]*[bkmg]?\Z", re.IGNORECASE)

@@ -9,13 +9,10 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
 
-from launcher.core.container import check_container
+from launcher.core.spec.container import check_container
+from launcher.core.spec.sections import Node, Spec, VllmSection
 from launcher.errors import Problem
-
-if TYPE_CHECKING:  # spec.py imports this module to validate
-    from launcher.core.spec import Node, Spec, VllmSection
 
 # Set by the launcher for each node from its own fields; never written by hand.
 PER_NODE_ENV = ("VLLM_HOST_IP", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA")

@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.commands.reporter import Reporter
 from launcher.core import remote
 from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster, Reporter
+from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError, Result
 
 # `docker load` unpacks the archive in the engine's data root before it extracts the layers.

@@ -1,7 +1,7 @@
 """The copy itself: every target at once, rsync from the source, then verified by manifest.
 
 Direct: the source runs rsync to the target's fabric address over its own SSH.
-Relayed: through this machine (sync_relay). Either way the target hashes each file as soon
+Relayed: through this machine (`sync.relay`). Either way the target hashes each file as soon
 as the copy has finished it (into its manifest cache), so the check after the copy, which
 must find the source's manifest, mostly reads the cache.
 """
@@ -13,19 +13,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from launcher.commands.sync_relay import relayed
+from launcher.commands.sync.options import SyncOptions, SyncReporter
+from launcher.commands.sync.relay import relayed
 from launcher.core import remote
-from launcher.core.manifest import Manifest
-from launcher.core.sync_report import DirPlan, NodeOutcome
-from launcher.core.transfer import DEFAULT_RSH, Progress, plan_transfer, remote_target, rsync_argv
+from launcher.core.sync.manifest import Manifest
+from launcher.core.sync.report import DirPlan, NodeOutcome
+from launcher.core.sync.transfer import DEFAULT_RSH, CopyProgress, plan_transfer, remote_target, rsync_argv
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError, Stream
-
-if TYPE_CHECKING:
-    from launcher.commands.sync_models import SyncOptions, SyncReporter
 
 TRIES = 2  # a copy whose result still differs is made once more
 
@@ -91,7 +89,7 @@ class _TargetCopy:
         self.cluster, self.source, self.found, self.outcome = cluster, source, found, outcome
         self.node, self.options, self.reporter = outcome.node, options, reporter
         now = time.monotonic()
-        self.progress = Progress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now)
+        self.progress = CopyProgress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now)
         self.base = 0  # bytes of the directories done (progress counts across them)
         self.sent, self.copying, self.verifying = 0, 0.0, 0.0
 

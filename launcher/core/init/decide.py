@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core import draft, fabric
-from launcher.core.draft import Decided, InitRequest
-from launcher.core.fabric import Choice
+from launcher.core.init import draft, interconnect
+from launcher.core.init.draft import Decided, InitRequest
+from launcher.core.init.interconnect import Choice
 
 
 @dataclass(frozen=True)
@@ -32,20 +32,20 @@ class Links:
     """Every node's usable links, the candidate pairs, and what was left out (and why)."""
 
     seen: dict[str, tuple[str, ...]]
-    found: list[fabric.Candidate]
+    found: list[interconnect.Candidate]
     left_out: list[str]
 
 
 def links(facts: Mapping[str, Mapping[str, Any]], names: tuple[str, ...]) -> Links:
     """The candidate links between the nodes, from each node's interfaces (names in rank order)."""
-    per_node: dict[str, list[fabric.Link]] = {}
+    per_node: dict[str, list[interconnect.Link]] = {}
     seen: dict[str, tuple[str, ...]] = {}
     left_out: list[str] = []
     for name in names:
-        per_node[name], ignored = fabric.node_links(name, facts[name])
+        per_node[name], ignored = interconnect.node_links(name, facts[name])
         seen[name] = tuple(link.describe() for link in per_node[name])
         left_out += ignored
-    found, alone = fabric.candidates(per_node, list(names))
+    found, alone = interconnect.candidates(per_node, list(names))
     return Links(seen, found, alone + left_out)
 
 
@@ -56,7 +56,7 @@ def decide(
     reach: Mapping[str, Mapping[str, str]],
 ) -> tuple[Decisions, list[str]]:
     """Every decision from the facts and the links tried; and the warnings to print."""
-    choice = fabric.choose(found.found, reach, found.left_out)
+    choice = interconnect.choose(found.found, reach, found.left_out)
     version, place = draft.install(request, facts)
     path, hybrid, warnings = draft.model(request, facts, request.names[0])
     gpus, kind = draft.gpus(facts)

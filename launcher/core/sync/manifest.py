@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.spec import Spec
+from launcher.core.spec.sections import Spec
 
 CONFIG = "config.json"
 TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tekken.json", "spiece.model")

@@ -6,8 +6,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from launcher.core.manifest import human
-from launcher.core.transfer import Transfer
+from launcher.core.sync.manifest import human
+from launcher.core.sync.transfer import Transfer
 from launcher.errors import ExitStatus
 
 # A target's outcome. Dry run: identical, would copy, refused, unreachable. Run: identical,

@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from launcher.core.catalog import Catalog
-from launcher.core.draft import GB10_MEMORY, GB10_WHY, Decided, cpu_kv_space, model_kind
-from launcher.core.init_decide import Decisions
-from launcher.core.model import ModelFacts, model_facts
+from launcher.core.init.decide import Decisions
+from launcher.core.init.draft import GB10_MEMORY, GB10_WHY, Decided, cpu_kv_space, model_kind
+from launcher.core.init.text import CHOOSE, Entry, choose_lines, render
 from launcher.core.plan import PlanProblems, build_plan
-from launcher.core.spec import Spec, validate_spec
-from launcher.core.spec_text import CHOOSE, Entry, choose_lines, render
-from launcher.core.yamlsource import load_document
+from launcher.core.spec.sections import Spec
+from launcher.core.spec.validate import validate_spec
+from launcher.core.spec.yamlsource import load_document
+from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.models import ModelFacts, model_facts
 from launcher.errors import Problem, SparkLaunchError
 
 # Derived settings written out under `serve`, in this order.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from launcher.core.manifest import Manifest, Room, human
+from launcher.core.sync.manifest import Manifest, Room, human
 
 # The remote shell on the source when its environment sets no RSYNC_RSH: never prompt.
 DEFAULT_RSH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
@@ -148,7 +148,7 @@ def shown(argv: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
-class Progress:
+class CopyProgress:
     """A running copy: bytes done of the total, a smoothed rate, when it started."""
 
     total: int
@@ -157,15 +157,15 @@ class Progress:
     started: float = 0.0
     at: float = 0.0
 
-    def advance(self, done: int, now: float) -> Progress:
+    def advance(self, done: int, now: float) -> CopyProgress:
         """The progress after rsync reported `done` bytes at `now` (rate smoothed over a few seconds)."""
         done = min(max(done, self.done), self.total)
         seconds = now - self.at
         if seconds <= 0:
-            return Progress(self.total, done, self.rate, self.started, self.at)
+            return CopyProgress(self.total, done, self.rate, self.started, self.at)
         current = (done - self.done) / seconds
         rate = current if self.rate == 0 else 0.7 * self.rate + 0.3 * current
-        return Progress(self.total, done, rate, self.started, now)
+        return CopyProgress(self.total, done, rate, self.started, now)
 
     @property
     def eta(self) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.core.fabric import speed_text
+from launcher.core.init.interconnect import speed_text
 
 
 def facts_text(nodes: Mapping[str, Mapping[str, Any]]) -> str:

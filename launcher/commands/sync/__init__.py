@@ -1,0 +1,1 @@
+"""`sync models` and `sync images`: what to copy, the copy, the relay."""

@@ -1,0 +1,1 @@
+"""The spec as written: its sections, their checks, the schema, YAML with lines."""

@@ -1,0 +1,1 @@
+"""Model manifests, what a copy must move, and the sync reports."""
