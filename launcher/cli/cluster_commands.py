@@ -25,6 +25,11 @@ from launcher.errors import ExitStatus, SparkLaunchError
 @click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
 @click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
 @click.option(
+    "--no-collective",
+    is_flag=True,
+    help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
+)
+@click.option(
     "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
 )
 @JSON
@@ -38,6 +43,7 @@ def up(
     skip_check: bool,
     no_probe: bool,
     fresh: bool,
+    no_collective: bool,
     drop_caches: bool,
     as_json: bool,
 ) -> ExitStatus:
@@ -87,6 +93,7 @@ def up(
                 check=not skip_check,
                 probe=not no_probe,
                 fresh=fresh,
+                collective=not no_collective,
                 drop_caches=drop_caches,
             ),
             Printer(),
@@ -102,8 +109,15 @@ def up(
     "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
 )
 @click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@click.option(
+    "--no-collective",
+    is_flag=True,
+    help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
+)
 @JSON
-def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_json: bool) -> ExitStatus:
+def check(
+    spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, no_collective: bool, as_json: bool
+) -> ExitStatus:
     """Prove the nodes are alike before loading a single weight.
 
     \b
@@ -142,7 +156,7 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
     from launcher.core.reports import check_json, check_text
 
     with open_cluster(spec, ssh_config) as cluster:
-        report = run_check(cluster, probe=not no_probe, fresh=fresh)
+        report = run_check(cluster, probe=not no_probe, fresh=fresh, collective=not no_collective)
     if as_json:
         click.echo(check_json(report))
         return report.exit_status

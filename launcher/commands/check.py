@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from launcher.catalogs import load_catalog
+from launcher.commands.preflight import preflight_rows_of
 from launcher.core import remote
 from launcher.core.checks import (
     Report,
@@ -27,6 +28,7 @@ from launcher.core.checks import (
     model_rows,
     network_rows,
     probe_rows,
+    regression_rows,
     vllm_rows,
 )
 from launcher.core.checks.model import weight_bytes
@@ -65,7 +67,7 @@ class NodesDisagree(SparkLaunchError):
         return f"{check_text(self.report)}\n{super().render()}"
 
 
-def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
+def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False, collective: bool = True) -> Report:
     """Gather, test and compare everything; a Report with one row per compared item.
 
     The probe (each node's vLLM resolving its command) runs alongside the other questions,
@@ -75,11 +77,15 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Repo
     early = probe and cluster.spec.vllm.runtime == "venv"
     with ThreadPoolExecutor(max_workers=1) as pool:
         probing = pool.submit(_probe, cluster, fresh) if early else None
-        return _check(cluster, probing, probe_late=probe and not early, fresh=fresh)
+        return _check(cluster, probing, probe_late=probe and not early, fresh=fresh, collective=collective)
 
 
 def _check(
-    cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
+    cluster: Cluster,
+    probing: Future[dict[str, dict[str, Any]]] | None,
+    probe_late: bool,
+    fresh: bool,
+    collective: bool,
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
     ports = sorted({plan.api_port, plan.master_port})
@@ -93,6 +99,8 @@ def _check(
             "interface": node.interface,
             "address": node.address,
             "ports": ports if name == cluster.head.name else [],
+            "hcas": list(node.hca),
+            "docker": spec.vllm.runtime == "docker",
         }
         agent = cluster.agents[name]
         found = agent.facts(request)
@@ -111,9 +119,11 @@ def _check(
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
-    rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)
+    runnable = _runnable(spec.vllm.runtime, facts)
+    rows += preflight_rows_of(cluster, facts, runnable) if collective else []
     resolved = None
-    if _runnable(spec.vllm.runtime, facts):
+    if runnable:
         resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
     if resolved is not None:
         cached = {

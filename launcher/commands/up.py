@@ -61,6 +61,7 @@ class UpOptions:
     check: bool = True
     probe: bool = True
     fresh: bool = False
+    collective: bool = True  # the collective preflight, in the check
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
     drop_caches: bool = False  # sync and drop the page cache on every node before the check
 
@@ -116,7 +117,7 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> No
         return
     probing = " (each node's own vLLM resolving its command)" if options.probe else ""
     reporter.info(f"checking the nodes{probing}")
-    report = run_check(cluster, probe=options.probe, fresh=options.fresh)
+    report = run_check(cluster, probe=options.probe, fresh=options.fresh, collective=options.collective)
     if not report.ok:
         raise NodesDisagree(report)
     reporter.info(check_summary(report))

@@ -161,11 +161,26 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     values stay out of docker's argv; resolved every time (the container keeps nothing).
     """
     serve_argv = node.argv[len(runtime_prefix(spec)) :]
+    cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
+    args = [*cache, "resolve", *serve_argv] if spec.vllm.runtime == "venv" else ["resolve", *serve_argv]
+    return Call(shell_words(_vllm_python(spec, node, args)), script="probe", timeout=600)
+
+
+def preflight_call(spec: Spec, node: NodeCommand, directory: str, request: dict[str, Any]) -> Call:
+    """The collective preflight on the node, under its vLLM's Python, with the env the plan gives vLLM.
+
+    As the probe runs (in the image, with the container's options, for docker), stderr joined
+    to stdout so that what fails before the script answers is read too.
+    """
+    args = ["preflight", directory, json.dumps(request)]
+    return Call(shell_words(_vllm_python(spec, node, args)) + " 2>&1", script="preflight", timeout=0)
+
+
+def _vllm_python(spec: Spec, node: NodeCommand, args: list[str]) -> list[str]:
+    """`python - ARGS` (the script on stdin) as vLLM runs on the node: its venv's, or the image's."""
     env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]
     if spec.vllm.runtime == "venv":
-        cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
-        words = [*env, f"{spec.vllm.venv}/bin/python", "-", *cache, "resolve", *serve_argv]
-        return Call(shell_words(words), script="probe", timeout=600)
+        return [*env, f"{spec.vllm.venv}/bin/python", "-", *args]
     docker = [
         "docker",
         "run",
@@ -176,8 +191,7 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
         *[f"--env={k}" for k in node.env],
         str(spec.vllm.image),
     ]
-    words = [*env, *docker, PYTHON, "-", "resolve", *serve_argv]
-    return Call(shell_words(words), script="probe", timeout=600)
+    return [*env, *docker, PYTHON, "-", *args]
 
 
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:

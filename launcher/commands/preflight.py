@@ -1,0 +1,123 @@
+"""The collective preflight, run by `check` (and so `up`): the fabric proven the way vLLM uses it.
+
+The head's preflight starts first and serves a store on a free port of its own; once it says
+which, every worker's starts with that port. Each node runs under its own vLLM Python with
+exactly the env the plan gives vLLM there (`core.remote.preflight_call`), proves every
+connection vLLM opens from it (`core.checks.connections`), then the all-reduce. Each keeps a
+deadline of its own, so a blocked connection or a hung collective is reported, named, in
+seconds; the launcher stops waiting for the head once every worker has answered.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.core import remote
+from launcher.core.checks import Row
+from launcher.core.checks.collective import PreflightAnswer, preflight_rows, skipped_row
+from launcher.core.checks.connections import DEADLINE_SECONDS, preflight_requests, vllm_connections
+from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster
+
+LISTEN_SECONDS = 90.0  # for the head to import torch and listen (a cold disk is slow)
+HEAD_GRACE = 5.0  # after the workers' answers, for the head's own
+LAST_LINES = 3  # of a preflight's output that never answered, shown
+
+
+@dataclass
+class _Run:
+    """One node's preflight as it streams: the port it listens on, its stage, its answer."""
+
+    listening: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    port: int | None = None
+    stage: str = "starting"
+    answer: dict[str, Any] | None = None
+    other: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def on_line(self, line: str) -> None:
+        """Read one line: a progress event, the answer, or something else to quote if it fails."""
+        data = _json(line)
+        if data is None:
+            self.other = [*self.other, line][-LAST_LINES:]
+        elif data.get("event") == "listening":
+            self.port = int(data["port"])
+            self.listening.set()
+        elif data.get("event") == "stage":
+            self.stage = f"{data.get('stage')}" + (f" ({data['detail']})" if data.get("detail") else "")
+        elif "ok" in data:
+            self.answer = data
+
+    def result(self) -> PreflightAnswer:
+        """The answer, or how the preflight ended without one."""
+        if self.answer is not None:
+            return PreflightAnswer.parse(self.answer)
+        said = " / ".join(x.strip() for x in self.other if x.strip())
+        why = self.error or (f"ended without an answer: {said}" if said else "ended without an answer")
+        return PreflightAnswer(ok=False, stage=self.stage, error=why)
+
+
+def preflight_rows_of(cluster: Cluster, facts: dict[str, dict[str, Any]], runnable: bool) -> list[Row]:
+    """The preflight's rows: run when every node holds the vLLM it runs under and none runs ours."""
+    plan = cluster.plan
+    if len(plan.nodes) < 2:
+        return []
+    if any(f.get("ours_running") for f in facts.values()):
+        return [skipped_row(plan, "this cluster is running (its ports and GPUs are in use)")]
+    if not runnable:
+        return [skipped_row(plan, "a node lacks the vLLM install it runs under (see the vllm rows)")]
+    gpus = all((f.get("memory") or {}).get("gpus") for f in facts.values())
+    backends = ("gloo", "nccl") if gpus else ("gloo",)
+    answers = run_preflight(cluster, backends[-1])
+    return preflight_rows(plan, vllm_connections(plan, nccl=gpus), backends, answers)
+
+
+def run_preflight(cluster: Cluster, backend: str) -> dict[str, PreflightAnswer]:
+    """Every node's preflight: the head's first, then the workers' on the port it listens on."""
+    plan = cluster.plan
+    requests = preflight_requests(plan, backend)
+    runs = {n.name: _Run() for n in plan.nodes}
+    head = plan.nodes[0].name
+    _start(cluster, head, requests[head], runs[head])
+    runs[head].listening.wait(LISTEN_SECONDS)
+    if runs[head].port is None:
+        why = f"not started: the head's preflight did not listen ({runs[head].result().error or 'no answer'})"
+        return {n: runs[n].result() if n == head else PreflightAnswer(False, "starting", why) for n in runs}
+    for node in plan.nodes[1:]:
+        _start(cluster, node.name, {**requests[node.name], "port": runs[head].port}, runs[node.name])
+    for node in plan.nodes[1:]:
+        runs[node.name].done.wait(DEADLINE_SECONDS + 15)
+    runs[head].done.wait(HEAD_GRACE)
+    return {n: r.result() for n, r in runs.items()}
+
+
+def _start(cluster: Cluster, name: str, request: dict[str, Any], run: _Run) -> None:
+    """Run one node's preflight in a thread, its lines read as they come."""
+    node = next(n for n in cluster.plan.nodes if n.name == name)
+    agent = cluster.agents[name]
+    call = remote.preflight_call(cluster.spec, node, agent.dir, request)
+
+    def go() -> None:
+        try:
+            agent.stream(call, run.on_line)
+        except SparkLaunchError as exc:
+            run.error = exc.message
+        finally:
+            run.done.set()
+            run.listening.set()  # a head that ended never listens: stop waiting for it
+
+    threading.Thread(target=go, name=f"preflight-{name}", daemon=True).start()
+
+
+def _json(line: str) -> dict[str, Any] | None:
+    if not line.startswith("{"):
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,242 @@
+"""Prove the fabric the way vLLM will use it, before any vLLM starts: `check`'s collective preflight.
+
+Runs under the node's own vLLM Python (torch is all it imports; it starts no vLLM engine), with
+exactly the environment the plan gives vLLM there, one process per node:
+
+1. rendezvous: rank 0 (the head) serves a torch TCPStore on a free port of its own and says
+   which (`{"event": "listening", "port": P}`); the others connect to it at the master address;
+2. connections: every node listens as vLLM's message queues do (a random port on its
+   VLLM_HOST_IP) and connects to the nodes vLLM would connect to from here, each in the
+   direction vLLM uses; every node reports what it reached: ok, refused or timed out;
+3. only when every connection holds: an all-reduce of every backend asked (gloo; NCCL too on
+   GPU nodes), timed: its latency on a 4-byte tensor, its bandwidth on a large one.
+
+Everything has a deadline: gloo retries a blocked connect for about five times its timeout,
+so a timer reports where it stood and ends the process at the deadline, and an alarm ends it
+a moment later whatever holds the interpreter. The answer is one JSON line with `ok`;
+progress comes as `{"event": ...}` lines before it.
+
+    python - preflight DIR REQUEST_JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from typing import Any, NoReturn
+
+from launcher.node.scripts.common import emit, run_directory  # inlined when sent
+
+STAGE = {"now": "starting", "detail": ""}
+
+
+def stage(name: str, detail: str = "") -> None:
+    """Say where the preflight stands (the launcher reports it if the process ends without an answer)."""
+    STAGE.update(now=name, detail=detail)
+    emit(event="stage", stage=name, detail=detail)
+
+
+def fail(error: str, **fields: Any) -> NoReturn:
+    """The answer of a preflight that failed at the current stage; the process ends."""
+    emit(ok=False, stage=STAGE["now"], error=error, **fields)
+    os._exit(1)
+
+
+def arm(deadline: float) -> None:
+    """Bound the whole run: a timer that answers at the deadline, an alarm that ends it just after."""
+    import signal
+
+    def timed_out() -> None:
+        waiting = f" ({STAGE['detail']})" if STAGE["detail"] else ""
+        fail(f"no progress within {deadline:.0f} s at {STAGE['now']}{waiting}", timed_out=True)
+
+    timer = threading.Timer(deadline, timed_out)
+    timer.daemon = True
+    timer.start()
+    signal.alarm(int(deadline) + 3)  # the default action ends the process, whatever holds the GIL
+
+
+def rendezvous(ask: dict[str, Any], dist: Any) -> Any:
+    """Rank 0 serves the store on a free port and says which; the others connect to it."""
+    from datetime import timedelta
+
+    rank, world = ask["rank"], len(ask["nodes"])
+    timeout = timedelta(seconds=float(ask["group_timeout"]))
+    if rank == 0:
+        store = dist.TCPStore(ask["master"], 0, world, True, timeout=timeout, wait_for_workers=False)
+        emit(event="listening", port=store.port)
+        return store
+    stage("rendezvous", f"connecting to {ask['master']}:{ask['port']}")
+    try:
+        return dist.TCPStore(ask["master"], int(ask["port"]), world, False, timeout=timeout)
+    except Exception as exc:  # torch raises its own store errors: say which and why
+        fail(f"cannot reach the head's store at {ask['master']}:{ask['port']}: {_short(exc)}")
+
+
+def listen(address: str) -> tuple[socket.socket, list[str]]:
+    """A listener as vLLM's message queues bind one (a random port on VLLM_HOST_IP), and who came."""
+    server = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    server.bind((address, 0))
+    server.listen(64)
+    came: list[str] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                return
+            came.append(peer[0])
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, came
+
+
+def reach(host: str, port: int, seconds: float) -> str:
+    """One TCP connection: ok, refused, timed out (a firewall that drops it), or why not."""
+    try:
+        socket.create_connection((host, port), timeout=seconds).close()
+    except TimeoutError:  # socket.timeout is TimeoutError on the Pythons vLLM runs on
+        return "timed out"
+    except ConnectionRefusedError:
+        return "refused"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return "ok"
+
+
+def connections(ask: dict[str, Any], store: Any) -> dict[str, str]:
+    """Listen, connect to every node vLLM connects to from here, wait for every node's results."""
+    from datetime import timedelta
+
+    names = [n["name"] for n in ask["nodes"]]
+    rank, wait = ask["rank"], timedelta(seconds=float(ask["group_timeout"]))
+    address = os.environ.get("VLLM_HOST_IP") or ask["nodes"][rank]["address"]
+    stage("connections", f"listening on {address}")
+    try:
+        server, _came = listen(address)
+    except OSError as exc:
+        fail(f"cannot listen on {address} (VLLM_HOST_IP): {exc.strerror or exc}")
+    host, port = server.getsockname()[:2]
+    store.set(f"listen/{rank}", f"{host} {port}")
+    reached = {}
+    for target in ask["connect"]:
+        await_key(store, f"listen/{target}", wait, f"waiting for {names[target]} to listen")
+        host, port = store.get(f"listen/{target}").decode().split()
+        reached[names[target]] = reach(host, int(port), float(ask["connect_timeout"]))
+    store.set(f"reached/{rank}", json.dumps(reached))
+    for other, name in enumerate(names):
+        await_key(store, f"reached/{other}", wait, f"waiting for {name}'s connections")
+    server.close()
+    failed = [
+        f"{names[r]} -> {t}: {how}"
+        for r in range(len(names))
+        for t, how in json.loads(store.get(f"reached/{r}").decode()).items()
+        if how != "ok"
+    ]
+    if failed:
+        fail("connections vLLM needs fail: " + "; ".join(failed), reached=reached)
+    return reached
+
+
+def await_key(store: Any, key: str, wait: Any, what: str) -> None:
+    """Wait for a peer's key in the store; a peer that never writes it fails this stage, named."""
+    stage(STAGE["now"], what)
+    try:
+        store.wait([key], wait)
+    except Exception as exc:  # the store's own timeout error
+        fail(f"{what}: {_short(exc)}")
+
+
+def collective(ask: dict[str, Any], store: Any, backend: str, torch: Any, dist: Any) -> dict[str, float]:
+    """One process group of `backend`, its all-reduce proven right, then timed: latency, bandwidth."""
+    from datetime import timedelta
+
+    stage(backend, f"{backend} process group across {len(ask['nodes'])} nodes")
+    world = len(ask["nodes"])
+    device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    timeout = timedelta(seconds=float(ask["group_timeout"]))
+    group = dist.PrefixStore(backend, store)
+    dist.init_process_group(backend, store=group, rank=ask["rank"], world_size=world, timeout=timeout)
+    one = torch.ones(1, device=device)
+    dist.all_reduce(one)
+    if int(one.item()) != world:
+        fail(f"{backend} all-reduce gave {one.item()}, not {world}")
+    stage(backend, f"{backend} all-reduce, timed")
+    latency_rounds, bandwidth_rounds = ask["rounds"]
+    latency = _timed(lambda: dist.all_reduce(one), latency_rounds, torch, device)
+    big = torch.ones(int(ask["bytes"][backend]) // 4, dtype=torch.float32, device=device)
+    dist.all_reduce(big)
+    seconds = _timed(lambda: dist.all_reduce(big), bandwidth_rounds, torch, device)
+    dist.destroy_process_group()
+    size = big.numel() * 4
+    algbw = size / seconds / 1e9
+    return {
+        "latency_us": round(latency * 1e6, 1),
+        "bytes": size,
+        "algbw_gbps": round(algbw, 3),
+        "busbw_gbps": round(algbw * 2 * (world - 1) / world, 3),
+    }
+
+
+def _timed(op: Any, rounds: int, torch: Any, device: Any) -> float:
+    """The median seconds of one call of `op` (a GPU's queue drained around each)."""
+    times = []
+    for _ in range(int(rounds)):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        op()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def _short(exc: BaseException) -> str:
+    """An exception's first line, without torch's C++ frames."""
+    lines = [
+        x
+        for x in str(exc).splitlines()
+        if x.strip() and not x.lstrip().startswith(("frame #", "Exception raised"))
+    ]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def preflight(directory: str, ask: dict[str, Any]) -> None:
+    """Rendezvous, connections, then every backend's all-reduce; one JSON answer, then exit."""
+    began = time.monotonic()
+    arm(float(ask["deadline"]))
+    stage("import torch")
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError as exc:
+        fail(f"this Python cannot import torch: {exc}")
+    if "nccl" in ask["backends"] and not torch.cuda.is_available():
+        fail("the plan runs NCCL, but torch here sees no GPU (torch.cuda.is_available() is False)")
+    stage("rendezvous")
+    store = rendezvous(ask, dist)
+    reached = connections(ask, store)
+    figures = {}
+    for backend in ask["backends"]:
+        try:
+            figures[backend] = collective(ask, store, backend, torch, dist)
+        except Exception as exc:  # gloo and NCCL raise their own errors: name the stage and the cause
+            fail(f"{backend}: {_short(exc)}", reached=reached)
+    emit(ok=True, stage="done", reached=reached, figures=figures, seconds=round(time.monotonic() - began, 2))
+    os._exit(0)  # skip the backends' teardown: the answer is out
+
+
+def main(argv: list[str]) -> None:
+    """preflight DIR REQUEST_JSON"""
+    preflight(run_directory(argv), json.loads(argv[1]))
+
+
+if __name__ == "__main__":  # python - NAME DIR ARGS...
+    main(sys.argv[2:])
