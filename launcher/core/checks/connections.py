@@ -69,8 +69,8 @@ def vllm_connections(plan: Plan, nccl: bool) -> tuple[Connection, ...]:
 
     head, workers = plan.nodes[0], plan.nodes[1:]
     for worker in workers:
-        add(worker, head, "message queue (scheduler output)")
-        add(head, worker, "message queue (worker output)")
+        add(worker, head, "scheduler queue")
+        add(head, worker, "worker queue")
     for i, one in enumerate(plan.nodes):
         for other in plan.nodes[i + 1 :]:
             high, low = (one, other) if _key(one.address) > _key(other.address) else (other, one)

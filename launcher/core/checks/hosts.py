@@ -84,7 +84,7 @@ FACTS = (
     ),
     HostFact(
         "nccl",
-        lambda f: _details(f).get("nccl") or "none (no NCCL wheel in the venv)",
+        lambda f: _details(f).get("nccl") or "none",
         "fail",
         "NCCL must be the same release on every rank (its wire protocol changes between "
         "releases): install the same torch and nvidia-nccl wheels in every node's venv",

@@ -56,7 +56,7 @@ class Regression:
 
 REGRESSIONS = (
     Regression(
-        name="kernel 7.0 with kexec handover on (DGX OS 7.0.0-1019-nvidia): RDMA registration fails",
+        name="known regression: kernel 7.0 (DGX OS 7.0.0-1019-nvidia) with kexec handover on",
         when=(
             When("kernel", "matches", r"^7\.0\.0-"),
             When("CmaFree", "above", "CmaTotal"),
@@ -74,7 +74,7 @@ REGRESSIONS = (
         ),
     ),
     Regression(
-        name="NVIDIA driver 590 on GB10: CUDA-graph capture deadlocks",
+        name="known regression: NVIDIA driver 590 on GB10 (CUDA-graph capture deadlocks)",
         when=(When("gpu", "contains", "GB10"), When("driver", "matches", r"^590\.")),
         symptom="the engine hangs while it captures CUDA graphs, after the weights load, until a timeout",
         fix="install the previous driver series, 580; or serve with `enforce_eager: true` (no graph "
@@ -83,7 +83,7 @@ REGRESSIONS = (
         spared_by="--enforce-eager",
     ),
     Regression(
-        name="NCCL 2.28.9 across nodes: CUDA-graph replay deadlocks",
+        name="known regression: NCCL 2.28.9 across nodes (CUDA-graph replay deadlocks)",
         when=(When("nccl", "matches", r"^2\.28\.9$"),),
         symptom="with CUDA graphs on, serving deadlocks in the first requests on the cross-node link; "
         "the engine's watchdog then reports `RPC call to sample_tokens timed out`",
@@ -122,7 +122,7 @@ def regression_rows(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> list[
             rows.append(_row(entry, plan, node_signs, hit))
     if rows:
         return rows
-    return [Row("regression", "known regressions", dict.fromkeys(facts, f"none of {len(REGRESSIONS)}"), True)]
+    return [Row("host", "known regressions", dict.fromkeys(facts, f"none of {len(REGRESSIONS)}"), True)]
 
 
 def _row(entry: Regression, plan: Plan, node_signs: Mapping[str, Any], hit: Mapping[str, bool]) -> Row:
@@ -131,10 +131,10 @@ def _row(entry: Regression, plan: Plan, node_signs: Mapping[str, Any], hit: Mapp
     if spared:
         note = f"matches, but the plan runs {entry.spared_by}, which avoids it. {entry.symptom}"
         return Row(
-            "regression", entry.name, values, False, f"{note} (source: {', '.join(entry.sources)})", "warn"
+            "host", entry.name, values, False, f"{note} (source: {', '.join(entry.sources)})", "warn"
         )
     hint = f"{entry.symptom}. Fix: {entry.fix}. Source: {', '.join(entry.sources)}"
-    return Row("regression", entry.name, values, False, hint, entry.level)
+    return Row("host", entry.name, values, False, hint, entry.level)
 
 
 def _evidence(entry: Regression, node_signs: Mapping[str, Any]) -> str:

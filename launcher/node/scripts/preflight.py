@@ -139,9 +139,22 @@ def connections(ask: dict[str, Any], store: Any) -> dict[str, str]:
         for t, how in json.loads(store.get(f"reached/{r}").decode()).items()
         if how != "ok"
     ]
+    barrier(ask, store, "connections read")
     if failed:
         fail("connections vLLM needs fail: " + "; ".join(failed), reached=reached)
     return reached
+
+
+def barrier(ask: dict[str, Any], store: Any, name: str) -> None:
+    """Every rank got here; the head, whose process serves the store, waits for them before going on.
+
+    Without it the head could end (and its store with it) while a peer still reads from it.
+    """
+    world = len(ask["nodes"])
+    store.add(name, 1)
+    give_up = time.monotonic() + float(ask["group_timeout"])
+    while ask["rank"] == 0 and store.add(name, 0) < world and time.monotonic() < give_up:
+        time.sleep(0.01)
 
 
 def await_key(store: Any, key: str, wait: Any, what: str) -> None:
@@ -229,6 +242,7 @@ def preflight(directory: str, ask: dict[str, Any]) -> None:
             figures[backend] = collective(ask, store, backend, torch, dist)
         except Exception as exc:  # gloo and NCCL raise their own errors: name the stage and the cause
             fail(f"{backend}: {_short(exc)}", reached=reached)
+    barrier(ask, store, "done")
     emit(ok=True, stage="done", reached=reached, figures=figures, seconds=round(time.monotonic() - began, 2))
     os._exit(0)  # skip the backends' teardown: the answer is out
 

@@ -1,0 +1,127 @@
+"""The collective preflight's plan and its rows: which connections vLLM opens, in which
+direction, what each node is asked, and what a failure says. The script itself runs for real
+in tests/conformance/test_preflight_script.py and on the test bed in tests/e2e/test_fabric.py."""
+
+from __future__ import annotations
+
+import json
+
+from launcher.commands.preflight import _Run
+from launcher.core.checks import Row
+from launcher.core.checks.collective import PreflightAnswer, preflight_rows
+from launcher.core.checks.connections import preflight_requests, vllm_connections
+from launcher.core.remote import preflight_call
+from tests.conftest import base_spec, edit, plan_of, spec_of
+
+
+def pairs(data: dict[str, object], nccl: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
+    return {(c.source, c.target): c.uses for c in vllm_connections(plan_of(data), nccl)}
+
+
+def test_the_head_connects_into_every_worker_and_the_workers_into_the_head() -> None:
+    assert pairs(base_spec()) == {
+        ("n2", "n1"): ("scheduler queue", "gloo"),
+        ("n1", "n2"): ("worker queue",),
+    }
+
+
+def test_gloo_is_opened_by_the_side_with_the_greater_address() -> None:
+    swapped = edit(base_spec(), **{"nodes.0.address": "10.0.0.9"})
+    assert pairs(swapped) == {("n2", "n1"): ("scheduler queue",), ("n1", "n2"): ("worker queue", "gloo")}
+
+
+def test_nccl_adds_its_bootstrap_both_ways_and_its_ring() -> None:
+    three = base_spec(nodes=3)
+    found = pairs(three, nccl=True)
+    assert found[("n1", "n3")] == ("worker queue", "nccl bootstrap")
+    assert found[("n3", "n1")] == ("scheduler queue", "gloo", "nccl bootstrap", "nccl ring")
+    assert found[("n2", "n3")] == ("nccl ring",)
+    assert ("n3", "n2") in found and found[("n3", "n2")] == ("gloo",)
+
+
+def test_each_node_is_asked_to_reach_exactly_the_nodes_vllm_connects_to_from_it() -> None:
+    requests = preflight_requests(plan_of(base_spec()), "gloo")
+    assert requests["n1"]["port"] == 0 and requests["n1"]["master"] == "10.0.0.1"
+    assert (requests["n1"]["connect"], requests["n2"]["connect"]) == ([1], [0])
+    assert requests["n2"]["backends"] == ["gloo"] and requests["n2"]["deadline"] > 0
+
+
+def test_the_preflight_runs_under_the_nodes_vllm_python_with_the_plans_env() -> None:
+    spec = spec_of(base_spec())
+    node = plan_of(base_spec()).nodes[1]
+    call = preflight_call(spec, node, "~/.spark-launch/t/n2", {"rank": 1})
+    assert call.script == "preflight"
+    assert "VLLM_HOST_IP=10.0.0.2" in call.command and "GLOO_SOCKET_IFNAME=eth0" in call.command
+    assert "/opt/vllm/bin/python - preflight" in call.command and call.command.endswith(" 2>&1")
+    assert "vllm serve" not in call.command
+
+
+def answer(**fields: object) -> PreflightAnswer:
+    return PreflightAnswer.parse({"ok": True, "stage": "done", **fields})
+
+
+FIGURES = {"gloo": {"latency_us": 150.0, "busbw_gbps": 1.25, "bytes": 16 << 20}}
+
+
+def rows(answers: dict[str, PreflightAnswer]) -> dict[str, Row]:
+    plan = plan_of(base_spec())
+    return {r.item: r for r in preflight_rows(plan, vllm_connections(plan, False), ("gloo",), answers)}
+
+
+def test_a_clean_fabric_passes_with_its_latency_and_bandwidth() -> None:
+    found = rows(
+        {
+            "n1": answer(reached={"n2": "ok"}, figures=FIGURES),
+            "n2": answer(reached={"n1": "ok"}, figures=FIGURES),
+        }
+    )
+    assert all(r.ok for r in found.values())
+    assert found["gloo all-reduce (2 nodes)"].values == {"n1": "150 us, 1.25 GB/s", "n2": "150 us, 1.25 GB/s"}
+
+
+def test_a_worker_that_drops_the_heads_connections_is_named_with_the_fix() -> None:
+    failed = {
+        "ok": False,
+        "stage": "connections",
+        "error": "connections vLLM needs fail: n1 -> n2: timed out",
+    }
+    found = rows(
+        {
+            "n1": PreflightAnswer.parse({**failed, "reached": {"n2": "timed out"}}),
+            "n2": PreflightAnswer.parse({**failed, "reached": {"n1": "ok"}}),
+        }
+    )
+    row = found["n1 -> n2 (worker queue)"]
+    assert row.failed and row.values == {"n1": "timed out"}
+    assert "n2 must accept TCP from n1 (10.0.0.1)" in row.hint
+    assert found["n2 -> n1 (scheduler queue, gloo)"].ok
+    collective = found["gloo all-reduce (2 nodes)"]
+    assert not collective.ok and not collective.failed
+
+
+def test_a_collective_that_fails_after_the_connections_blocks_with_each_nodes_cause() -> None:
+    stuck = PreflightAnswer.parse(
+        {"ok": False, "stage": "gloo", "error": "no progress within 40 s at gloo", "reached": {"n2": "ok"}}
+    )
+    found = rows({"n1": stuck, "n2": answer(reached={"n1": "ok"}, figures=FIGURES)})
+    row = found["gloo all-reduce (2 nodes)"]
+    assert row.failed and row.values["n1"] == "gloo: no progress within 40 s at gloo"
+
+
+def test_a_preflight_that_ends_without_an_answer_says_where_it_stood() -> None:
+    run = _Run()
+    for line in [
+        json.dumps({"event": "stage", "stage": "rendezvous", "detail": "connecting to 10.0.0.1:4242"}),
+        "Traceback (most recent call last):",
+        "RuntimeError: boom",
+    ]:
+        run.on_line(line)
+    result = run.result()
+    assert not result.ok and result.stage == "rendezvous (connecting to 10.0.0.1:4242)"
+    assert result.error == "ended without an answer: Traceback (most recent call last): / RuntimeError: boom"
+
+
+def test_the_heads_port_is_read_from_its_listening_line() -> None:
+    run = _Run()
+    run.on_line(json.dumps({"event": "listening", "port": 41234}))
+    assert run.listening.is_set() and run.port == 41234
