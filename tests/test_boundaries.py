@@ -195,9 +195,7 @@ def test_every_node_script_is_a_script_or_a_library() -> None:
     assert {p.stem for p in NODE_SCRIPTS} == set(NAMES) | set(LIBRARIES)
 
 
-@pytest.mark.parametrize(
-    "name", [p.stem for p in NODE_SCRIPTS if p.stem not in (*_libraries(), "probe")]
-)
+@pytest.mark.parametrize("name", [p.stem for p in NODE_SCRIPTS if p.stem not in (*_libraries(), "probe")])
 def test_each_node_script_is_sent_whole_and_compiles_alone(name: str) -> None:
     from launcher.node.scripts import bundle
 

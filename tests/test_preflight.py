@@ -5,12 +5,15 @@ in tests/conformance/test_preflight_script.py and on the test bed in tests/e2e/t
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 from launcher.commands.preflight import _Run
 from launcher.core.checks import Row
 from launcher.core.checks.collective import PreflightAnswer, preflight_rows
 from launcher.core.checks.connections import preflight_requests, vllm_connections
 from launcher.core.remote import preflight_call
+from launcher.node.scripts import bundle
 from tests.conftest import base_spec, edit, plan_of, spec_of
 
 
@@ -40,8 +43,8 @@ def test_nccl_adds_its_bootstrap_both_ways_and_its_ring() -> None:
 
 
 def test_each_node_is_asked_to_reach_exactly_the_nodes_vllm_connects_to_from_it() -> None:
-    requests = preflight_requests(plan_of(base_spec()), "gloo")
-    assert requests["n1"]["port"] == 0 and requests["n1"]["master"] == "10.0.0.1"
+    requests = preflight_requests(plan_of(base_spec()), "gloo", 41234)
+    assert requests["n2"]["port"] == 41234 and requests["n2"]["master"] == "10.0.0.1"
     assert (requests["n1"]["connect"], requests["n2"]["connect"]) == ([1], [0])
     assert requests["n2"]["backends"] == ["gloo"] and requests["n2"]["deadline"] > 0
 
@@ -116,12 +119,29 @@ def test_a_preflight_that_ends_without_an_answer_says_where_it_stood() -> None:
         "RuntimeError: boom",
     ]:
         run.on_line(line)
+    run.done.set()  # the stream ended
     result = run.result()
     assert not result.ok and result.stage == "rendezvous (connecting to 10.0.0.1:4242)"
     assert result.error == "ended without an answer: Traceback (most recent call last): / RuntimeError: boom"
 
 
-def test_the_heads_port_is_read_from_its_listening_line() -> None:
+def test_a_node_still_waiting_when_the_others_answered_says_where_it_waits() -> None:
     run = _Run()
-    run.on_line(json.dumps({"event": "listening", "port": 41234}))
-    assert run.listening.is_set() and run.port == 41234
+    run.on_line(json.dumps({"event": "stage", "stage": "connections", "detail": "waiting for n2 to listen"}))
+    result = run.result()
+    assert (result.stage, result.error) == (
+        "connections (waiting for n2 to listen)",
+        "still waiting when every other node had answered",
+    )
+
+
+def test_the_heads_store_port_is_found_with_the_nodes_own_python3_without_torch(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["python3", "-", "preflight", str(tmp_path), "port", "127.0.0.1"],
+        input=bundle("preflight"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    answer = json.loads(done.stdout)
+    assert answer["ok"] and 0 < answer["port"] < 65536

@@ -1,7 +1,8 @@
 """The collective preflight, run by `check` (and so `up`): the fabric proven the way vLLM uses it.
 
-The head's preflight starts first and serves a store on a free port of its own; once it says
-which, every worker's starts with that port. Each node runs under its own vLLM Python with
+A port found free on the head becomes the preflight's store (a port of its own), then every
+node's preflight starts at once; the workers retry the store until the head serves it. Each
+node runs under its own vLLM Python with
 exactly the env the plan gives vLLM there (`core.remote.preflight_call`), proves every
 connection vLLM opens from it (`core.checks.connections`), then the all-reduce. Each keeps a
 deadline of its own, so a blocked connection or a hung collective is reported, named, in
@@ -22,7 +23,6 @@ from launcher.core.checks.connections import DEADLINE_SECONDS, preflight_request
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 
-LISTEN_SECONDS = 90.0  # for the head to import torch and listen (a cold disk is slow)
 HEAD_GRACE = 5.0  # after the workers' answers, for the head's own
 LAST_LINES = 3  # of a preflight's output that never answered, shown
 
@@ -31,9 +31,7 @@ LAST_LINES = 3  # of a preflight's output that never answered, shown
 class _Run:
     """One node's preflight as it streams: the port it listens on, its stage, its answer."""
 
-    listening: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
-    port: int | None = None
     stage: str = "starting"
     answer: dict[str, Any] | None = None
     other: list[str] = field(default_factory=list)
@@ -44,18 +42,17 @@ class _Run:
         data = _json(line)
         if data is None:
             self.other = [*self.other, line][-LAST_LINES:]
-        elif data.get("event") == "listening":
-            self.port = int(data["port"])
-            self.listening.set()
         elif data.get("event") == "stage":
             self.stage = f"{data.get('stage')}" + (f" ({data['detail']})" if data.get("detail") else "")
         elif "ok" in data:
             self.answer = data
 
     def result(self) -> PreflightAnswer:
-        """The answer, or how the preflight ended without one."""
+        """The answer, or how the preflight ended without one (or is still waiting)."""
         if self.answer is not None:
             return PreflightAnswer.parse(self.answer)
+        if not self.done.is_set():
+            return PreflightAnswer(False, self.stage, "still waiting when every other node had answered")
         said = " / ".join(x.strip() for x in self.other if x.strip())
         why = self.error or (f"ended without an answer: {said}" if said else "ended without an answer")
         return PreflightAnswer(ok=False, stage=self.stage, error=why)
@@ -77,21 +74,23 @@ def preflight_rows_of(cluster: Cluster, facts: dict[str, dict[str, Any]], runnab
 
 
 def run_preflight(cluster: Cluster, backend: str) -> dict[str, PreflightAnswer]:
-    """Every node's preflight: the head's first, then the workers' on the port it listens on."""
+    """Every node's preflight at once, on a store port found free on the head just before."""
     plan = cluster.plan
-    requests = preflight_requests(plan, backend)
+    head = plan.nodes[0]
+    agent = cluster.agents[head.name]
+    try:
+        port = int(agent.ask(remote.preflight_port_call(agent.dir, head.address))["port"])
+    except (SparkLaunchError, KeyError, ValueError) as exc:
+        why = f"no free port on the head for the preflight's store: {getattr(exc, 'message', exc)}"
+        return {n.name: PreflightAnswer(False, "starting", why) for n in plan.nodes}
+    requests = preflight_requests(plan, backend, port)
     runs = {n.name: _Run() for n in plan.nodes}
-    head = plan.nodes[0].name
-    _start(cluster, head, requests[head], runs[head])
-    runs[head].listening.wait(LISTEN_SECONDS)
-    if runs[head].port is None:
-        why = f"not started: the head's preflight did not listen ({runs[head].result().error or 'no answer'})"
-        return {n: runs[n].result() if n == head else PreflightAnswer(False, "starting", why) for n in runs}
-    for node in plan.nodes[1:]:
-        _start(cluster, node.name, {**requests[node.name], "port": runs[head].port}, runs[node.name])
+    for node in plan.nodes:
+        _start(cluster, node.name, requests[node.name], runs[node.name])
     for node in plan.nodes[1:]:
         runs[node.name].done.wait(DEADLINE_SECONDS + 15)
-    runs[head].done.wait(HEAD_GRACE)
+    # The head answers last (it serves the store until every node is done with it).
+    runs[head.name].done.wait(HEAD_GRACE if plan.nodes[1:] else DEADLINE_SECONDS + 15)
     return {n: r.result() for n, r in runs.items()}
 
 
@@ -108,7 +107,6 @@ def _start(cluster: Cluster, name: str, request: dict[str, Any], run: _Run) -> N
             run.error = exc.message
         finally:
             run.done.set()
-            run.listening.set()  # a head that ended never listens: stop waiting for it
 
     threading.Thread(target=go, name=f"preflight-{name}", daemon=True).start()
 

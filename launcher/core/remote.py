@@ -176,6 +176,11 @@ def preflight_call(spec: Spec, node: NodeCommand, directory: str, request: dict[
     return Call(shell_words(_vllm_python(spec, node, args)) + " 2>&1", script="preflight", timeout=0)
 
 
+def preflight_port_call(directory: str, address: str) -> Call:
+    """A port free on the head right now, for the preflight's store (the nodes' own python3)."""
+    return script("preflight", directory, "port", address, timeout=30)
+
+
 def _vllm_python(spec: Spec, node: NodeCommand, args: list[str]) -> list[str]:
     """`python - ARGS` (the script on stdin) as vLLM runs on the node: its venv's, or the image's."""
     env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]

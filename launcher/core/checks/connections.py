@@ -94,11 +94,10 @@ def _key(address: str) -> tuple[int, bytes]:
     return (1, packed)
 
 
-def preflight_requests(plan: Plan, backend: str) -> dict[str, dict[str, Any]]:
+def preflight_requests(plan: Plan, backend: str, port: int) -> dict[str, dict[str, Any]]:
     """What each node's preflight script gets: its rank, the nodes, whom to connect to, the sizes.
 
-    The head's store port is 0 (any free one, a port of its own); the workers get the port
-    the head reports once it listens.
+    `port` is the head's store: a port of its own, found free on the head just before.
     """
     names = [n.name for n in plan.nodes]
     targets: dict[str, list[int]] = {n: [] for n in names}
@@ -110,7 +109,7 @@ def preflight_requests(plan: Plan, backend: str) -> dict[str, dict[str, Any]]:
             "rank": rank,
             "nodes": [{"name": n.name, "address": n.address} for n in plan.nodes],
             "master": plan.nodes[0].address,
-            "port": 0,
+            "port": port,
             "connect": sorted(targets[node.name]),
             "backends": backends,
             "deadline": DEADLINE_SECONDS,

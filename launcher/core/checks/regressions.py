@@ -130,9 +130,7 @@ def _row(entry: Regression, plan: Plan, node_signs: Mapping[str, Any], hit: Mapp
     values = {n: f"MATCHES: {_evidence(entry, node_signs[n])}" if hit[n] else "no" for n in hit}
     if spared:
         note = f"matches, but the plan runs {entry.spared_by}, which avoids it. {entry.symptom}"
-        return Row(
-            "host", entry.name, values, False, f"{note} (source: {', '.join(entry.sources)})", "warn"
-        )
+        return Row("host", entry.name, values, False, f"{note} (source: {', '.join(entry.sources)})", "warn")
     hint = f"{entry.symptom}. Fix: {entry.fix}. Source: {', '.join(entry.sources)}"
     return Row("host", entry.name, values, False, hint, entry.level)
 

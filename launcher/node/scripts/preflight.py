@@ -3,8 +3,9 @@
 Runs under the node's own vLLM Python (torch is all it imports; it starts no vLLM engine), with
 exactly the environment the plan gives vLLM there, one process per node:
 
-1. rendezvous: rank 0 (the head) serves a torch TCPStore on a free port of its own and says
-   which (`{"event": "listening", "port": P}`); the others connect to it at the master address;
+1. rendezvous: rank 0 (the head) serves a torch TCPStore on a free port of its own (found
+   first by `port`, so that every node starts at once); the others connect to it at the
+   master address, retrying until it listens;
 2. connections: every node listens as vLLM's message queues do (a random port on its
    VLLM_HOST_IP) and connects to the nodes vLLM would connect to from here, each in the
    direction vLLM uses; every node reports what it reached: ok, refused or timed out;
@@ -17,6 +18,7 @@ a moment later whatever holds the interpreter. The answer is one JSON line with 
 progress comes as `{"event": ...}` lines before it.
 
     python - preflight DIR REQUEST_JSON
+    python3 - preflight DIR port ADDRESS   # a free port for the head's store (no torch needed)
 """
 
 from __future__ import annotations
@@ -67,7 +69,12 @@ def rendezvous(ask: dict[str, Any], dist: Any) -> Any:
     rank, world = ask["rank"], len(ask["nodes"])
     timeout = timedelta(seconds=float(ask["group_timeout"]))
     if rank == 0:
-        store = dist.TCPStore(ask["master"], 0, world, True, timeout=timeout, wait_for_workers=False)
+        try:
+            store = dist.TCPStore(
+                ask["master"], int(ask["port"]), world, True, timeout=timeout, wait_for_workers=False
+            )
+        except Exception as exc:  # the port was taken since it was found free
+            fail(f"cannot serve the store on port {ask['port']}: {_short(exc)}")
         emit(event="listening", port=store.port)
         return store
     stage("rendezvous", f"connecting to {ask['master']}:{ask['port']}")
@@ -247,9 +254,20 @@ def preflight(directory: str, ask: dict[str, Any]) -> None:
     os._exit(0)  # skip the backends' teardown: the answer is out
 
 
+def free_port(address: str) -> None:
+    """A port free on this node right now, for the head's store (so every node can start at once)."""
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        emit(ok=True, port=sock.getsockname()[1])
+
+
 def main(argv: list[str]) -> None:
-    """preflight DIR REQUEST_JSON"""
-    preflight(run_directory(argv), json.loads(argv[1]))
+    """preflight DIR REQUEST_JSON | preflight DIR port ADDRESS"""
+    directory = run_directory(argv)
+    if argv[1] == "port":
+        free_port(argv[2])
+    else:
+        preflight(directory, json.loads(argv[1]))
 
 
 if __name__ == "__main__":  # python - NAME DIR ARGS...
