@@ -133,7 +133,7 @@ def test_a_worker_that_drops_inbound_tcp_is_refused_by_check_and_up_naming_it(be
     with node2_drops_inbound_tcp_but_ssh():
         code, report, took = check()
         began = time.monotonic()
-        up = cli("up", DEMO, "--no-probe", timeout=300)
+        up = cli("up", DEMO, "--no-probe", "--timeout", "60", timeout=300)  # never hang: give up, stop all
         up_took = time.monotonic() - began
         started = vllm_started()
     assert code == 3 and took < 60, (code, took)
