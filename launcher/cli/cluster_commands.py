@@ -131,7 +131,18 @@ def check(
                equal except the per-node network ones
       network  interface exists and holds the address; API and master port free on the
                head; a real TCP connection from every worker to the head's master port
-      host     GPUs (nvidia-smi), as reported
+      host     kernel, NVIDIA driver and CUDA, GPU model and memory, the venv's NCCL, BIOS, NIC
+               firmware, open files; FAILS on another GPU model or NCCL (ranks then build
+               different KV-cache specs, or fail at the first collective), the rest is
+               reported; and the known regressions (a kernel or driver reported to break a
+               Spark pair), each named with its fix
+      network  the fabric port: link up, speed, MTU (FAILS when it differs: RoCE runs at the
+               path MTU), every `hca` device ACTIVE, their link layer, rate, both twins listed
+      network  (the collective preflight; --no-collective skips it) each node's own vLLM Python,
+               with exactly the env and interfaces vLLM gets, proves every TCP connection vLLM
+               opens between the nodes, in its direction (the head into each worker's message
+               queue, each worker into the head's, gloo), then times an all-reduce (gloo; NCCL
+               too on GPU nodes): a node that refuses one FAILS, named, within seconds
       memory   per node: memory available and page cache, what the plan claims there
                (gpu_memory_utilization x the memory on a GPU, or the system's memory on
                unified memory such as a DGX Spark's GB10; the KV cache space on the CPU
@@ -151,6 +162,7 @@ def check(
     Examples:
       spark-launch check configs/demo.yaml
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
+      spark-launch check cluster.yaml --no-probe --no-collective   # the quick comparison only
     """
     from launcher.commands.check import NodesDisagree, run_check
     from launcher.core.reports import check_json, check_text

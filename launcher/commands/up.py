@@ -115,8 +115,11 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> No
             "difference may only show after the weights load, or as a hang"
         )
         return
-    probing = " (each node's own vLLM resolving its command)" if options.probe else ""
-    reporter.info(f"checking the nodes{probing}")
+    doing = [
+        *(["a collective across the fabric"] if options.collective else []),
+        *(["each node's own vLLM resolving its command"] if options.probe else []),
+    ]
+    reporter.info("checking the nodes" + (f" ({', then '.join(doing)})" if doing else ""))
     report = run_check(cluster, probe=options.probe, fresh=options.fresh, collective=options.collective)
     if not report.ok:
         raise NodesDisagree(report)
