@@ -283,10 +283,10 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote"),
+    ("plan", "render", "remote", "rows"),
     ("sync",),
     ("checks", "init", "serving"),
-    ("views", "reports", "redact"),
+    ("views", "reports", "redact", "terminal"),
 )
 
 

@@ -31,7 +31,7 @@ def test_plan_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     for node in doc["nodes"]:
         assert {"name", "rank", "ssh", "argv", "env"} <= set(node)
         assert node["argv"][:2] == ["/opt/vllm/bin/vllm", "serve"]
-    assert all({"setting", "value", "flag", "reason"} <= set(d) for d in doc["derived"])
+    assert all({"setting", "value", "flag", "reason", "source"} <= set(d) for d in doc["derived"])
 
 
 def test_plan_text_shows_commands_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:

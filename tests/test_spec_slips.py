@@ -35,7 +35,7 @@ SLIPS = [
     ),
     (
         {"serve.port": 29501},
-        "serve.port: 29501 is also master_port (the launcher's default): two listeners cannot share "
+        "serve.port: 29501 is also master_port (vLLM's default): two listeners cannot share "
         "a port (give port and master_port different ports, e.g. port: 29502)",
     ),
     (

@@ -42,15 +42,18 @@ def problems(tmp_path: Path, **changes: Any) -> list[str]:
         ),
         (
             {"serve.tensor_parallel_size": False},
-            "serve.tensor_parallel_size: expected an integer, got False (--tensor-parallel-size takes an integer)",
+            "serve.tensor_parallel_size: expected an integer, got False "
+            "(--tensor-parallel-size takes an integer)",
         ),
         (
             {"serve.tensor_parallel_size": ""},
-            "serve.tensor_parallel_size: expected an integer, got '' (--tensor-parallel-size takes an integer)",
+            "serve.tensor_parallel_size: expected an integer, got '' "
+            "(--tensor-parallel-size takes an integer)",
         ),
         (
             {"serve.tensor_parallel_size": []},
-            "serve.tensor_parallel_size: expected an integer, got [] (--tensor-parallel-size takes an integer)",
+            "serve.tensor_parallel_size: expected an integer, got [] "
+            "(--tensor-parallel-size takes an integer)",
         ),
         (
             {"serve.pipeline_parallel_size": 0},
@@ -67,7 +70,8 @@ def problems(tmp_path: Path, **changes: Any) -> list[str]:
         ),
         (
             {"serve.gpu_memory_utilization": float("inf")},
-            "serve.gpu_memory_utilization: must be a finite number, got inf (write a number, not .inf or .nan)",
+            "serve.gpu_memory_utilization: must be a finite number, got inf "
+            "(write a number, not .inf or .nan)",
         ),
         ({"nodes.0.gpus": 0}, "nodes[0].gpus: must be between 1 and 64, got 0 (a DGX Spark has 1)"),
         (

@@ -8,7 +8,11 @@ from typing import Any
 from launcher.core.plan import Plan
 from launcher.core.remote import Call
 from launcher.core.render import pretty_command, shown_word
+from launcher.core.terminal import PLAIN, Screen
 from launcher.errors import one_line
+
+# Where a value comes from, as the plan's text says it in brackets.
+LEGEND = "source: spec, launcher, vllm-default, model"
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
@@ -37,6 +41,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "value": d.value,
                 "flag": d.flag,
                 "reason": d.reason,
+                "source": d.source,
                 **({"note": d.note} if d.note else {}),
             }
             for d in plan.derived
@@ -50,8 +55,9 @@ def plan_json(plan: Plan) -> str:
     return json.dumps(plan_dict(plan), indent=2)
 
 
-def plan_text(plan: Plan) -> str:
-    """`plan` output: each node's exact command and env, then the derived settings."""
+def plan_text(plan: Plan, screen: Screen = PLAIN) -> str:
+    """`plan` output: each node's exact command and env, then the derived settings (and where
+    each value comes from); wrapped to the screen's width when it has one."""
     out = [
         f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
         f"{len(plan.nodes)} node(s), plan {plan.digest}"
@@ -66,12 +72,14 @@ def plan_text(plan: Plan) -> str:
         out += [f"  {k}={shown_word(v)}" for k, v in n.env.items()]
         out += [f"  {name}=<secret from the launcher's environment>" for name in n.secrets]
         out.append("  " + pretty_command(n.argv).replace("\n", "\n  "))
-    out += ["", "derived settings (same on every node unless said):"]
+    out += ["", *screen.fit("", f"derived settings (same on every node unless said; [{LEGEND}]):", 2)]
     width = max(len(d.setting) for d in plan.derived)
     for d in plan.derived:
         flag = d.flag or "(implied, no flag)"
-        out.append(f"  {d.setting:<{width}}  {one_line(_text(d.value))}   {one_line(flag)}")
-        out.append(f"  {'':<{width}}  why: {d.reason}")
+        row = f"{one_line(_text(d.value))}   {one_line(flag)}   [{d.source}]"
+        out += screen.fit(f"  {d.setting:<{width}}  ", row, width + 4)
+        out[-1] = out[-1].removesuffix(f"[{d.source}]") + screen.paint(f"[{d.source}]", "dim")
+        out += screen.fit(f"  {'':<{width}}  why: ", d.reason, width + 9)
     if plan.notes:
         out += ["", "notes:", *(f"  - {note}" for note in plan.notes)]
     return "\n".join(out)

@@ -46,7 +46,7 @@ def _refuse_clash(inputs: Inputs, key: str, value: int) -> None:
     }
     clash = next((k for k, v in taken.items() if v == value), None)
     if clash is not None:
-        whose = "the spec's" if clash in inputs.spec.serve else "the launcher's default"
+        whose = "the spec's" if clash in inputs.spec.serve else "vLLM's default"
         raise RuleProblem(
             key,
             f"{value} is also {clash} ({whose}): two listeners cannot share a port",
