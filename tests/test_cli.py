@@ -54,7 +54,7 @@ def test_validate_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_missing_spec_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "plan", "/nonexistent/cluster.yaml")
-    assert code == 1
+    assert code == 2
     assert "cannot read spec /nonexistent/cluster.yaml" in err and "hint:" in err
 
 

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC
-from launcher.errors import ExitStatus
+from launcher.cli.common import SPEC, screen
+from launcher.errors import ExitStatus, SparkLaunchError
 
 
 @click.command()
@@ -30,30 +30,51 @@ def plan(spec: str, as_json: bool) -> ExitStatus:
     from launcher.load import plan_file
 
     _, result = plan_file(spec)
-    click.echo(plan_json(result) if as_json else plan_text(result))
+    click.echo(plan_json(result) if as_json else plan_text(result, screen()))
     return ExitStatus.OK
 
 
 @click.command()
 @SPEC
-def validate(spec: str) -> ExitStatus:
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict and every problem as JSON.")
+def validate(spec: str, as_json: bool) -> ExitStatus:
     """Check a spec; print every problem with file:line and exit 2, or exit 0.
 
     \b
-    Checks the keys and types, the nodes, the `serve` options against the flags of the
-    pinned vLLM release, values vLLM would silently change, and the parallel sizes.
+    Checks the keys and types (a key indented under the wrong section is named as such), the
+    nodes, the `serve` options against the flags of the pinned vLLM release, their values
+    against that release's own types, ranges and choices (gpu_memory_utilization in (0, 1]),
+    ports that clash, keys the runtime ignores, values vLLM would silently change, and the
+    parallel sizes. Every problem comes with a hint.
 
     \b
-    Example:
+    Examples:
       spark-launch validate cluster.yaml && echo ok
+      spark-launch validate cluster.yaml --json | jq -r '.problems[] | "\\(.line): \\(.message)"'
     """
-    from launcher.errors import one_line
+    from launcher.errors import SpecError, one_line
     from launcher.load import plan_file
 
-    _, result = plan_file(spec)
-    summary = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
-    click.echo(f"{one_line(spec)}: ok ({summary})")
+    try:
+        _, result = plan_file(spec)
+    except SparkLaunchError as exc:
+        if not as_json:
+            raise
+        problems = exc.as_dicts() if isinstance(exc, SpecError) else [_whole_file(exc)]
+        click.echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
+        return exc.exit_status
+    if as_json:
+        summary = {"nodes": len(result.nodes), "vllm_version": result.vllm_version, "plan": result.digest}
+        click.echo(json.dumps({"file": spec, "ok": True, **summary, "problems": []}, indent=2))
+        return ExitStatus.OK
+    summary_text = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
+    click.echo(f"{one_line(spec)}: ok ({summary_text})")
     return ExitStatus.OK
+
+
+def _whole_file(exc: SparkLaunchError) -> dict[str, object]:
+    """A problem with the file itself (it cannot be read), as `validate --json` lists problems."""
+    return {"line": None, "path": None, "message": exc.message, "hint": exc.hint}
 
 
 @click.command()

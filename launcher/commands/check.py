@@ -33,6 +33,7 @@ from launcher.core.checks.model import weight_bytes
 from launcher.core.render import container_name
 from launcher.core.reports import check_text
 from launcher.core.sync.manifest import model_dirs
+from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
@@ -62,7 +63,11 @@ class NodesDisagree(SparkLaunchError):
 
     def render(self) -> str:
         """The table, then the verdict."""
-        return f"{check_text(self.report)}\n{super().render()}"
+        return self.render_on(None, False)
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The table fitted to the terminal (FAIL rows marked), then the verdict."""
+        return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
@@ -101,10 +106,11 @@ def _check(
         return found
 
     answers = fan_out(cluster.names, ask)
-    reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
+    reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
+    hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
-        Row("ssh", "reachable", reached, ok, None if ok else "fix SSH to the node first (see the message)")
+        Row("ssh", "reachable", reached, ok, None if ok else "; ".join(hints) or "fix SSH to the node first")
     ]
     facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
     if len(facts) < len(answers):
@@ -164,7 +170,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
 
 def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     if isinstance(answer, SparkLaunchError):
-        return answer.message
+        return answer.reason
     return "yes" if answer.get("ok") else str(answer.get("error"))
 
 
@@ -189,4 +195,4 @@ def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
         }
 
     answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}
+    return {n: a if isinstance(a, dict) else {"error": a.reason} for n, a in answers.items()}

@@ -109,6 +109,38 @@ def dry_run_text(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
     return "\n".join(out)
 
 
+def dry_run_json(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
+    """`up --dry-run --json`: the same commands and stdin as the text, for scripts."""
+    nodes = [
+        {
+            "name": n.name,
+            "ssh": n.ssh,
+            "calls": [
+                {
+                    "command": call.command,
+                    "about": call.about,
+                    "stdin": f"the node script {call.script}.py" if call.script else _data(call.data),
+                }
+                for call in calls[n.name]
+            ],
+            "argv": list(n.argv),
+            "env": n.env,
+        }
+        for n in plan.nodes
+    ]
+    return json.dumps(
+        {"cluster": plan.cluster, "digest": plan.digest, "run": False, "nodes": nodes}, indent=2
+    )
+
+
+def _data(data: str | None) -> Any:
+    """A call's stdin data as JSON when it is JSON, else as text (None: no stdin)."""
+    try:
+        return None if data is None else json.loads(data)
+    except ValueError:
+        return data
+
+
 def _pretty_data(data: str) -> str:
     try:
         return json.dumps(json.loads(data), indent=2)
