@@ -50,7 +50,12 @@ class NodesDisagree(SparkLaunchError):
 
     def __init__(self, report: Report) -> None:
         if report.unreachable:
-            super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+            names = [n for n, v in report.rows[0].values.items() if v != "yes"]
+            super().__init__(
+                f"cannot reach {len(names)} of {len(report.nodes)} node(s) ({', '.join(names)}): "
+                "nothing was compared",
+                "the ssh row says why, and how to fix each",
+            )
         elif {r.area for r in report.rows if r.failed} == {"memory"}:
             super().__init__(
                 "the plan does not fit the nodes' memory: nothing was started",
@@ -110,7 +115,7 @@ def _check(
     ok = all(v == "yes" for v in reached.values())
     hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
-        Row("ssh", "reachable", reached, ok, None if ok else "; ".join(hints) or "fix SSH to the node first")
+        Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
     facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
     if len(facts) < len(answers):

@@ -35,9 +35,12 @@ def check_text(report: Report, screen: Screen = PLAIN) -> str:
             for n, v in r.values.items():
                 if _cell(v, col - 2) != str(v) and len(str(v)) > col - 4:
                     lines += screen.fit(f"{'':<14}{n}: ", str(v), 16 + len(n))
-        if r.hint:
-            lines += screen.fit(f"{'':<14}-> ", r.hint, 17)
-    verdict = "the nodes are alike" if report.ok else screen.paint("the nodes are NOT alike", "fail")
+        for hint in r.hint.splitlines() if r.hint else ():  # a hint per node, where each has its own
+            lines += screen.fit(f"{'':<14}-> ", hint, 17)
+    verdict = "the nodes are alike" if report.ok else "the nodes are NOT alike"
+    if report.unreachable:
+        verdict = "not every node could be asked"
+    verdict = verdict if report.ok else screen.paint(verdict, "fail")
     return "\n".join([*lines, "", verdict])
 
 

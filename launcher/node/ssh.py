@@ -99,7 +99,7 @@ class SshExecutor:
                 return conn
             conn = self._new_connection(node)
             try:
-                with self._errors(node, conn):
+                with self._errors(node, conn, since=time.monotonic()):
                     conn.open()
             except NodeError as exc:
                 self._failed[node] = (time.monotonic(), exc)
@@ -147,8 +147,9 @@ class SshExecutor:
         return conn
 
     @contextmanager
-    def _errors(self, node: str, conn: Connection | None = None) -> Iterator[None]:
-        """Translate paramiko and socket failures into NodeError: what failed, and the fix."""
+    def _errors(self, node: str, conn: Connection | None = None, since: float = 0.0) -> Iterator[None]:
+        """Translate paramiko and socket failures into NodeError: what failed, and the fix.
+        With `conn`, the failure is of setting it up (begun at `since`)."""
         try:
             yield
         except (paramiko.SSHException, EOFError, OSError) as exc:
@@ -157,7 +158,11 @@ class SshExecutor:
                 raise NodeError(
                     node, lost(detail), "the node may have rebooted or the network dropped"
                 ) from None
-            raise NodeError(node, *failure(*kind_of(exc), self._target(node, conn))) from None
+            target = self._target(node, conn)
+            kind, detail = kind_of(exc)
+            if kind == "no-greeting" and time.monotonic() - since < target.timeout / 2:
+                kind = "closed"  # it hung up long before the timeout: no SSH server, or one refusing us
+            raise NodeError(node, *failure(kind, detail, target)) from None
 
     def _target(self, node: str, conn: Connection) -> Target:
         """The node's target as its ssh_config resolved it, for the failure's words."""

@@ -101,8 +101,9 @@ def failure(kind: str, detail: str, target: Target) -> tuple[str, str]:
             f"{debug} (the server's KexAlgorithms, Ciphers and MACs)",
         ),
         "closed": (
-            f"{where} closed the connection during the handshake",
-            f"sshd may refuse this client (MaxStartups, AllowUsers, a firewall): see its log; {debug}",
+            f"{where} closed the connection during the SSH handshake",
+            "is it sshd on that port (HostName and Port in the ssh_config)? sshd may also refuse this "
+            f"client (MaxStartups, AllowUsers, a firewall): see its log; {debug}",
         ),
         "os": (f"cannot connect to {where}: {detail}", f"{debug}"),
     }
@@ -128,6 +129,9 @@ _MARKERS = (
     ("Indecipherable protocol version", "not-ssh"),
     ("Invalid SSH banner", "not-ssh"),
     ("No authentication methods available", "no-key"),
+    # paramiko tries a refused key file as every key type in turn, and says why the last one
+    # could not read it ("encountered EC key, expected OPENSSH key"): the key was refused.
+    ("key, expected", "auth"),
     ("Incompatible", "incompatible"),
     ("Negotiation failed", "incompatible"),
     ("session not active", "closed"),

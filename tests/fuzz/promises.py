@@ -124,10 +124,9 @@ def _call_promises(call: Call, filename: str, lines: int) -> Iterator[str]:
         yield "a traceback was printed"
     if SECRET_VALUE in text:
         yield "a planted secret value was printed"
-    for line in text.splitlines():
-        # The launcher's own marks on a terminal (FAIL in red, a plan row's source dimmed) are
-        # the only escape sequences allowed; a spec's bytes are always shown escaped.
-        line = OUR_MARKS.sub("", line)
+    # The launcher's own marks on a terminal (FAIL in red, a plan row's source dimmed) are the
+    # only escape sequences allowed; a spec's bytes are always shown escaped.
+    for line in OUR_MARKS.sub("", text).splitlines():
         if not line.isprintable():
             yield f"unprintable output line: {line[:120]!r}"
     if call.code == 2:
