@@ -55,7 +55,10 @@ def test_check_names_every_unreachable_node_in_its_table(
     ssh = json.loads(out)["rows"][0]
     assert ssh["area"] == "ssh" and not ssh["ok"]
     assert "within 1 s" in ssh["values"]["n1"] and "connection refused" in ssh["values"]["n2"]
-    assert ssh["hint"].startswith("n1: is sshd listening on that port") and "\nn2: is sshd running" in ssh["hint"]
+    assert (
+        ssh["hint"].startswith("n1: is sshd listening on that port")
+        and "\nn2: is sshd running" in ssh["hint"]
+    )
 
 
 @pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["verify"], ["down"], ["logs"]])

@@ -78,15 +78,31 @@ def _whole_file(exc: SparkLaunchError) -> dict[str, object]:
 
 
 @click.command()
-def schema() -> ExitStatus:
+@click.option(
+    "--release",
+    metavar="VERSION",
+    help="Describe `serve` as this vLLM release has it, for every spec (editors without if/then).",
+)
+def schema(release: str | None) -> ExitStatus:
     """Print the JSON Schema of the spec, for editors and linters.
+
+    \b
+    `serve` is described per supported vLLM release, from its catalog: every option of that
+    release's `vllm serve`, its type, range and choices, chosen by the spec's vllm.version
+    (or vllm.flags_from). The keys the spec must not set are not in it. An editor then
+    completes the options and marks a misspelt one, or 85 for gpu_memory_utilization, as
+    you type; `spark-launch validate` remains the judge.
 
     \b
     Example (VS Code with the YAML extension):
       spark-launch schema > .vscode/spark-launch.schema.json
       # then, first line of the spec:  # yaml-language-server: $schema=.vscode/spark-launch.schema.json
+      spark-launch schema --release 0.33.0 > spark-launch-0.33.schema.json
     """
-    from launcher.core.spec.sections import spec_schema
+    from launcher.catalogs import known_versions, load_catalog
+    from launcher.core.views import editor_schema
 
-    click.echo(json.dumps(spec_schema(), indent=2))
+    if release is not None and release not in known_versions():
+        raise click.BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
+    click.echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
     return ExitStatus.OK

@@ -5,14 +5,44 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from launcher.core.plan import Plan
+from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
 from launcher.core.remote import Call
 from launcher.core.render import pretty_command, shown_word
+from launcher.core.spec.sections import spec_schema
 from launcher.core.terminal import PLAIN, Screen
+from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.serve_schema import serve_schema
 from launcher.errors import one_line
 
 # Where a value comes from, as the plan's text says it in brackets.
 LEGEND = "source: spec, launcher, vllm-default, model"
+
+
+def editor_schema(catalogs: list[Catalog], only: str | None = None) -> dict[str, Any]:
+    """The spec's JSON Schema with `serve` described per release, chosen by vllm.version (or
+    vllm.flags_from); `only`: that release's `serve` for every spec, for editors without if/then."""
+    schema = spec_schema()
+    excluded = (*LAUNCHER_ONLY, *SPEC_OWNED, *SECRET_OPTIONS)
+    for catalog in catalogs:
+        schema["$defs"][f"serve-{catalog.version}"] = serve_schema(catalog, excluded)
+    versions = [c.version for c in catalogs]
+    schema["$defs"]["VllmSection"]["properties"]["version"]["examples"] = versions
+    if only is not None:
+        schema["properties"]["serve"] = {"$ref": f"#/$defs/serve-{only}"}
+        return schema
+    schema["allOf"] = [_serve_when(v, key) for v in versions for key in ("flags_from", "version")]
+    return schema
+
+
+def _serve_when(version: str, key: str) -> dict[str, Any]:
+    """`serve` is `version`'s when vllm.<key> names it (flags_from, when given, wins)."""
+    vllm: dict[str, Any] = {"properties": {key: {"const": version}}, "required": [key]}
+    if key == "version":
+        vllm["not"] = {"required": ["flags_from"]}
+    return {
+        "if": {"properties": {"vllm": vllm}, "required": ["vllm"]},
+        "then": {"properties": {"serve": {"$ref": f"#/$defs/serve-{version}"}}},
+    }
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
