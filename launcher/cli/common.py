@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -57,6 +56,8 @@ def terminal(stream: TextIO | None = None) -> tuple[int | None, bool]:
     stream = stream if stream is not None else sys.stdout
     if not stream.isatty():
         return None, False
+    import shutil  # a terminal only
+
     color = "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
     return shutil.get_terminal_size().columns, color
 

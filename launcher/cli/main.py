@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -36,6 +35,8 @@ def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
     """-v: how each node is reached (target, ssh_config, timeout, known_hosts, keys); -vv: paramiko too."""
     if not value or ctx.resilient_parsing:
         return
+    import logging  # only when asked: its import is a tenth of `plan`'s start-up
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("ssh: %(message)s"))
     logging.getLogger("launcher.ssh").addHandler(handler)
