@@ -98,3 +98,18 @@ def test_a_missing_ssh_config_file_is_exit_2_with_a_clear_message(
     assert code == 2
     assert f"spark-launch: ssh_config file {tmp_path / 'nope'} does not exist" in err
     assert "node (all)" not in err
+
+
+def test_sync_images_on_a_venv_spec_is_exit_2(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(capsys, "sync", "images", str(spec))
+    assert code == 2 and "sync images is for the docker runtime" in err
+
+
+def test_diagnose_json_names_the_bundle_and_the_nodes_it_could_not_ask(
+    spec: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    bundle = tmp_path / "b.tar.gz"
+    code, out, _ = run_cli(capsys, "diagnose", str(spec), "-o", str(bundle), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["bundle"] == str(bundle) and bundle.stat().st_size == doc["bytes"]
+    assert doc["nodes_failed"] == ["n1", "n2"] and "plan.json" in doc["files"]
