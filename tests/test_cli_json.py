@@ -74,7 +74,11 @@ def test_shell_completion_works_as_documented() -> None:
         "COMP_CWORD": "1",
     }
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-launch")], env=env, capture_output=True, text=True, check=False, cwd=ROOT
+        [str(Path(sys.executable).parent / "spark-launch")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.stdout.strip() == "plain,validate"
     help_text = subprocess.run(

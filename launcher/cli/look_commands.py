@@ -58,7 +58,8 @@ def status(
     from launcher.commands.status import status as look
     from launcher.core.reports import status_text
 
-    with open_cluster(spec, ssh_config) as cluster:
+    # Watching, a node that is down now must be asked again at each refresh: no connecting first.
+    with open_cluster(spec, ssh_config, reach=not watch) as cluster:
         if watch:
             from launcher.cli.status_watch import watch_status
 
