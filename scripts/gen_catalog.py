@@ -5,8 +5,9 @@ Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py [OUT.j
 (to stdout without OUT; with OUT, the file is replaced only once the catalog is complete).
 The catalog is data for the launcher: every `vllm serve` option (its negative forms,
 choices, whether it takes a value, the range its config field keeps, deprecations) and,
-from vLLM's model registry, the traits of every model architecture (model_traits.py). `make catalogs` regenerates the
-committed ones; the conformance tier checks that they still match the real packages.
+from vLLM's model registry, the traits of every model architecture (model_traits.py).
+`make catalogs` regenerates the committed ones; the conformance tier checks that they still
+match the real packages.
 """
 
 from __future__ import annotations
