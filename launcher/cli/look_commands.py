@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster
 from launcher.errors import ExitStatus, InputError
+
+if TYPE_CHECKING:
+    from launcher.node.executor import NodeError
 
 
 @click.command()
@@ -65,10 +69,11 @@ def status(
 
             return watch_status(cluster, deadline, every, as_json)
         result = look(cluster, None if no_watchdog else deadline)
-        unreachable = bool(cluster.unreachable)
+        unreachable = dict(cluster.unreachable)
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
     serves = result.serving is None or result.serving.serving
     if unreachable:
+        _say_unreachable(unreachable, len(result.nodes), "its status is unknown")
         return ExitStatus.UNREACHABLE
     return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
 
@@ -143,7 +148,13 @@ def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
         unreachable = dict(cluster.unreachable)
     click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
     if unreachable:
-        names = ", ".join(f"{n} ({e.reason})" for n, e in unreachable.items())
-        click.echo(f"spark-launch: cannot reach {names}", err=True)
+        _say_unreachable(unreachable, len(cluster.names), "not verified there")
         return ExitStatus.UNREACHABLE
     return ExitStatus.OK if result.ok else ExitStatus.FAILURE
+
+
+def _say_unreachable(errors: dict[str, NodeError], total: int, consequence: str) -> None:
+    """Every node that could not be reached, with its reason and hint, on stderr."""
+    from launcher.node.cluster import Unreachable
+
+    click.echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)
