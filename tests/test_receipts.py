@@ -16,7 +16,7 @@ from launcher.cli import cli
 from launcher.commands.diff import compare, pick
 from launcher.commands.down import down
 from launcher.commands.lockfile import LockDrift
-from launcher.commands.receipts import load_all, runs_dir
+from launcher.commands.receipts import bundle_files, load_all, runs_dir
 from launcher.commands.reporter import Silent
 from launcher.commands.up import StartupFailed, UpOptions, up
 from launcher.core.plan import build_plan
@@ -266,6 +266,12 @@ def test_a_rank_that_dies_leaves_a_failed_receipt_with_the_evidence_taken_before
     assert PLANTED not in json.dumps(receipt)
     kept = runs_dir(cluster.spec.name) / receipt["run_id"] / "evidence"
     assert {"n1-log-tail.txt", "n2-log-tail.txt"} <= {p.name for p in kept.rglob("*.txt")}
+    bundled = bundle_files(cluster.spec.name)  # what `diagnose` adds to its bundle
+    assert f"receipts/{receipt['run_id']}.json" in bundled
+    assert any(
+        k.startswith(f"receipts/{receipt['run_id']}/evidence/") and k.endswith("n1-log-tail.txt")
+        for k in bundled
+    )
 
 
 def test_up_locked_refuses_a_node_that_moved_before_anything_starts(tmp_path: Path) -> None:
