@@ -44,6 +44,7 @@ class Evidence:
 def capture(cluster: Cluster, why: str, secrets: dict[str, str], run_id: str | None = None) -> Evidence:
     """Stacks and log tails of every node, now; kept on the nodes, here and (by the caller) in the receipt."""
     request = {"run_id": run_id, "venv": cluster.spec.vllm.venv, "lines": 200, "why": why}
+    began = time.monotonic()
     answers = cluster.each(lambda agent: agent.ask(remote.stacks_call(agent.dir, request)))
     nodes: dict[str, Any] = {}
     texts: dict[str, str] = {}
@@ -61,7 +62,8 @@ def capture(cluster: Cluster, why: str, secrets: dict[str, str], run_id: str | N
     files = _keep(cluster.spec.name, run_id, texts)
     for name, found in nodes.items():
         found["files"] = [f for f in files if f.rsplit("/", 1)[-1].startswith(f"{name}-")]
-    return Evidence({"time": now(), "why": why, "nodes": nodes}, run_id, tuple(files))
+    entry = {"time": now(), "why": why, "seconds": round(time.monotonic() - began, 2), "nodes": nodes}
+    return Evidence(entry, run_id, tuple(files))
 
 
 def _keep(cluster: str, run_id: str | None, texts: dict[str, str]) -> list[str]:

@@ -127,7 +127,8 @@ def _the_frozen_ranks_stacks_are_in_its_receipt(captured: dict[str, Any], state:
     assert "Thread " in node2["texts"]["stacks.txt"] and "vllm" in node2["texts"]["stacks.txt"]
     assert node2["texts"]["log-tail.txt"].strip()
     assert all(Path(f).is_file() for f in node2["files"])
-    print(f"\nfrozen rank: {len(node2['processes'])} process(es) of node2 dumped")
+    took = evidence["seconds"]
+    print(f"\nfrozen rank: {len(node2['processes'])} process(es) of node2 dumped; capture took {took:.1f} s")
 
 
 def test_a_restart_storm_gives_up_after_the_limit_and_leaves_nothing_running(
