@@ -6,6 +6,7 @@ import copy
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/golden/* from the current output instead of comparing",
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Receipts of runs started by module-scoped fixtures go to the session's state directory."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("state")
+        patch.setenv("XDG_STATE_HOME", str(path))
+        yield path
 
 
 @pytest.fixture(autouse=True)
