@@ -98,6 +98,7 @@ def test_a_serve_block_indented_under_model_is_told_to_check_the_indentation(tmp
         "(check the indentation: `serve:` belongs at the start of its line)"
     ) in found
     assert not any("did you mean" in line for line in found)
+    assert len(found) == 1  # not also what planning without a serve section would say
 
 
 def test_a_misspelt_key_still_gets_did_you_mean(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
 )
 # What each runtime ignores: set there, it would only mislead the next reader.
 RUNTIME_KEYS = {"venv": "venv", "image": "docker"}
+TOP_LEVEL = "a top-level key"
 
 
 def runtime_ignored(spec: Spec) -> list[Problem]:
@@ -47,6 +48,12 @@ def placed(problems: Iterable[Problem]) -> list[Problem]:
     return [_placed(p) for p in problems]
 
 
+def is_misplaced_section(problem: Problem) -> bool:
+    """True for a top-level section (serve, vllm, nodes, model, env) found inside another."""
+    key = problem.path[-1] if problem.path else None
+    return problem.message == f"{key!r} is {TOP_LEVEL}, not of {_section_of(problem.path[:-1])}"
+
+
 def _placed(problem: Problem) -> Problem:
     key = problem.path[-1] if problem.path else None
     if len(problem.path) < 2 or not isinstance(key, str) or problem.message != UNKNOWN_KEY.format(key):
@@ -54,7 +61,7 @@ def _placed(problem: Problem) -> Problem:
     home = _home(key)
     if home is None or home == _section_of(problem.path[:-1]):
         return problem
-    where = "a top-level key" if home == "" else f"a key of {home}"
+    where = TOP_LEVEL if home == "" else f"a key of {home}"
     return Problem(
         problem.path,
         f"{key!r} is {where}, not of {_section_of(problem.path[:-1])}",
