@@ -286,10 +286,11 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote"),
+    ("plan", "render", "remote", "rows"),
     ("sync",),
     ("checks", "init", "serving"),
-    ("views", "reports", "redact"),
+    ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview
+    ("views", "reports", "redact", "terminal"),
 )
 
 
@@ -335,6 +336,9 @@ VERBS = {
         "systemd",
         "sync.models",
         "sync.images",
+        "runs",
+        "diff",
+        "lockfile",
     )
 }
 

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from launcher.catalogs import load_catalog
+from launcher.commands.inputs import gather
 from launcher.commands.preflight import preflight_rows_of
 from launcher.core import remote
 from launcher.core.checks import (
@@ -31,10 +32,8 @@ from launcher.core.checks import (
     regression_rows,
     vllm_rows,
 )
-from launcher.core.checks.model import weight_bytes
-from launcher.core.render import container_name
 from launcher.core.reports import check_text
-from launcher.core.sync.manifest import model_dirs
+from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
@@ -51,7 +50,12 @@ class NodesDisagree(SparkLaunchError):
 
     def __init__(self, report: Report) -> None:
         if report.unreachable:
-            super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+            names = [n for n, v in report.rows[0].values.items() if v != "yes"]
+            super().__init__(
+                f"cannot reach {len(names)} of {len(report.nodes)} node(s) ({', '.join(names)}): "
+                "nothing was compared",
+                "the ssh row says why, and how to fix each",
+            )
         elif {r.area for r in report.rows if r.failed} == {"memory"}:
             super().__init__(
                 "the plan does not fit the nodes' memory: nothing was started",
@@ -64,7 +68,11 @@ class NodesDisagree(SparkLaunchError):
 
     def render(self) -> str:
         """The table, then the verdict."""
-        return f"{check_text(self.report)}\n{super().render()}"
+        return self.render_on(None, False)
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The table fitted to the terminal (FAIL rows marked), then the verdict."""
+        return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False, collective: bool = True) -> Report:
@@ -88,31 +96,12 @@ def _check(
     collective: bool,
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
-
-    def ask(name: str) -> dict[str, Any]:
-        node = next(n for n in spec.nodes if n.name == name)
-        request = {
-            "venv": spec.vllm.venv,
-            "image": spec.vllm.image,
-            "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
-            "interface": node.interface,
-            "address": node.address,
-            "ports": ports if name == cluster.head.name else [],
-            "hcas": list(node.hca),
-            "docker": spec.vllm.runtime == "docker",
-        }
-        agent = cluster.agents[name]
-        found = agent.facts(request)
-        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
-        found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
-        return found
-
-    answers = fan_out(cluster.names, ask)
-    reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
+    answers = gather(cluster)
+    reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
+    hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
-        Row("ssh", "reachable", reached, ok, None if ok else "fix SSH to the node first (see the message)")
+        Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
     facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
     if len(facts) < len(answers):
@@ -133,7 +122,7 @@ def _check(
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows))
+    return Report(tuple(cluster.names), tuple(rows), facts)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
@@ -174,7 +163,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
 
 def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     if isinstance(answer, SparkLaunchError):
-        return answer.message
+        return answer.reason
     return "yes" if answer.get("ok") else str(answer.get("error"))
 
 
@@ -199,4 +188,4 @@ def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
         }
 
     answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}
+    return {n: a if isinstance(a, dict) else {"error": a.reason} for n, a in answers.items()}

@@ -1,5 +1,5 @@
-"""Rows of the hosts: kernel, NVIDIA driver, GPUs, NCCL, BIOS, NIC firmware, open files, and
-the fabric's link and RDMA devices. Pure.
+"""Rows of the hosts: kernel, NVIDIA driver, GPUs, NCCL, BIOS, NIC firmware, open files, py-spy
+for evidence, and the fabric's link and RDMA devices. Pure.
 
 Every row says, in its hint, whether a difference blocks a start (level `fail`) or is only
 reported (`warn`), and why. What blocks is what makes the ranks fail or hang together: the
@@ -21,6 +21,12 @@ from launcher.core.checks.report import Row, same
 from launcher.core.spec.sections import Spec
 
 REPORTED = "reported, not blocking: "
+PY_SPY_HINT = (
+    "without py-spy a rank that dies or wedges leaves only its log, no Python stacks: install it on "
+    "every node (`VENV/bin/pip install py-spy`, or on PATH); it needs ptrace rights over the vLLM "
+    "processes: root, CAP_SYS_PTRACE (`setcap cap_sys_ptrace+ep $(which py-spy)`), passwordless "
+    "`sudo -n`, or kernel.yama.ptrace_scope=0"
+)
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,19 @@ def host_rows(spec: Spec, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:
                 level="warn",
             )
         )
+    tools = {n: f.get("tools") for n, f in facts.items()}
+    if all(tools.values()):
+        rows.append(_py_spy_row({n: t for n, t in tools.items() if t}))
     return rows + link_rows(spec, facts) + hca_rows(spec, facts)
+
+
+def _py_spy_row(tools: Mapping[str, dict[str, Any]]) -> Row:
+    """Where py-spy is on each node and under which right it reads our processes (warns)."""
+    values = {
+        n: f"{t['py_spy']} ({t.get('ptrace')})" if t.get("py_spy") else "missing" for n, t in tools.items()
+    }
+    ok = all(t.get("py_spy") and t.get("ptrace_ok") for t in tools.values())
+    return Row("host", "py-spy (stacks on a failure)", values, ok, None if ok else PY_SPY_HINT, "warn")
 
 
 def link_rows(spec: Spec, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:

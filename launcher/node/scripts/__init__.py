@@ -38,6 +38,7 @@ NAMES = (
     "image",
     "drop",
     "gather",
+    "stacks",
     "preflight",
 )
 # No entry of their own: only ever inlined.
