@@ -39,9 +39,11 @@ def request(rank: int, port: int = 0, deadline: float = 30, group: float = 10) -
 
 
 @contextmanager
-def preflight(venv: Path, ask: dict[str, Any], tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+def preflight(venv: Path, ask: dict[str, Any], tmp_path: Path, **env: str) -> Iterator[subprocess.Popen[str]]:
     argv = [str(venv / "bin" / "python"), "-", "preflight", str(tmp_path / "run"), json.dumps(ask)]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**ENV, **env}
+    )
     assert proc.stdin is not None
     proc.stdin.write(bundle("preflight"))
     proc.stdin.close()
@@ -85,3 +87,20 @@ def test_a_rank_nobody_joins_answers_at_its_deadline_saying_what_it_waited_for(
     assert not got["ok"] and got["timed_out"] and got["stage"] == "connections"
     assert "waiting for b to listen" in got["error"]
     assert time.monotonic() - began < 10 and head.returncode == 1
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_a_rank_that_fails_tells_the_others_which_stop_at_once_naming_it(
+    version: str, tmp_path: Path
+) -> None:
+    venv = venv_for(version)
+    with preflight(venv, request(0, group=60), tmp_path) as head:
+        port = lines_until(head, "port")["port"]
+        # VLLM_HOST_IP is not an address of this machine: the worker cannot listen there.
+        with preflight(venv, request(1, port, group=60), tmp_path, VLLM_HOST_IP="192.0.2.1") as worker:
+            failed = lines_until(worker, "ok")
+            began = time.monotonic()
+            told = lines_until(head, "ok")
+    assert not failed["ok"] and "cannot listen on 192.0.2.1 (VLLM_HOST_IP)" in failed["error"]
+    assert not told["ok"] and "waiting for b to listen: b failed (connections: cannot listen" in told["error"]
+    assert time.monotonic() - began < 5  # not the group's 60 s

@@ -23,6 +23,7 @@ progress comes as `{"event": ...}` lines before it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -34,6 +35,7 @@ from typing import Any, NoReturn
 from launcher.node.scripts.common import emit, run_directory  # inlined when sent
 
 STAGE = {"now": "starting", "detail": ""}
+SHARED: dict[str, Any] = {}  # the store and this rank, once joined: a failure is told to the peers
 
 
 def stage(name: str, detail: str = "") -> None:
@@ -43,8 +45,11 @@ def stage(name: str, detail: str = "") -> None:
 
 
 def fail(error: str, **fields: Any) -> NoReturn:
-    """The answer of a preflight that failed at the current stage; the process ends."""
+    """The answer of a preflight that failed at the current stage; the peers are told; the process ends."""
     emit(ok=False, stage=STAGE["now"], error=error, **fields)
+    if "store" in SHARED and not fields.get("peer_failed"):
+        with contextlib.suppress(Exception):  # best effort: the store may be what failed
+            SHARED["store"].set(f"failed/{SHARED['rank']}", f"{STAGE['now']}: {error}")
     os._exit(1)
 
 
@@ -133,12 +138,12 @@ def connections(ask: dict[str, Any], store: Any) -> dict[str, str]:
     store.set(f"listen/{rank}", f"{host} {port}")
     reached = {}
     for target in ask["connect"]:
-        await_key(store, f"listen/{target}", wait, f"waiting for {names[target]} to listen")
+        await_key(store, f"listen/{target}", wait, f"waiting for {names[target]} to listen", names)
         host, port = store.get(f"listen/{target}").decode().split()
         reached[names[target]] = reach(host, int(port), float(ask["connect_timeout"]))
     store.set(f"reached/{rank}", json.dumps(reached))
     for other, name in enumerate(names):
-        await_key(store, f"reached/{other}", wait, f"waiting for {name}'s connections")
+        await_key(store, f"reached/{other}", wait, f"waiting for {name}'s connections", names)
     server.close()
     failed = [
         f"{names[r]} -> {t}: {how}"
@@ -164,12 +169,21 @@ def barrier(ask: dict[str, Any], store: Any, name: str) -> None:
         time.sleep(0.01)
 
 
-def await_key(store: Any, key: str, wait: Any, what: str) -> None:
-    """Wait for a peer's key in the store; a peer that never writes it fails this stage, named."""
+def await_key(store: Any, key: str, wait: Any, what: str, names: list[str]) -> None:
+    """Wait for a peer's key in the store; a peer that failed meanwhile, or never writes it, fails
+    this stage at once, named (rather than each node sitting out the whole timeout)."""
     stage(STAGE["now"], what)
+    rank, give_up = SHARED.get("rank"), time.monotonic() + wait.total_seconds()
     try:
-        store.wait([key], wait)
-    except Exception as exc:  # the store's own timeout error
+        while not store.check([key]):
+            for peer, name in enumerate(names):
+                if peer != rank and store.check([f"failed/{peer}"]):
+                    told = store.get(f"failed/{peer}").decode()
+                    fail(f"{what}: {name} failed ({told})", peer_failed=True)
+            if time.monotonic() > give_up:
+                fail(f"{what}: nothing after {wait.total_seconds():.0f} s")
+            time.sleep(0.02)
+    except Exception as exc:  # the store itself went away (the head ended)
         fail(f"{what}: {_short(exc)}")
 
 
@@ -242,6 +256,7 @@ def preflight(directory: str, ask: dict[str, Any]) -> None:
         fail("the plan runs NCCL, but torch here sees no GPU (torch.cuda.is_available() is False)")
     stage("rendezvous")
     store = rendezvous(ask, dist)
+    SHARED.update(store=store, rank=ask["rank"])
     reached = connections(ask, store)
     figures = {}
     for backend in ask["backends"]:
