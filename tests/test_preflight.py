@@ -125,13 +125,15 @@ def test_a_preflight_that_ends_without_an_answer_says_where_it_stood() -> None:
     assert result.error == "ended without an answer: Traceback (most recent call last): / RuntimeError: boom"
 
 
-def test_a_node_still_waiting_when_the_others_answered_says_where_it_waits() -> None:
+def test_a_node_still_waiting_when_the_others_answered_says_where_it_waits_and_what_it_reached() -> None:
     run = _Run()
-    run.on_line(json.dumps({"event": "stage", "stage": "connections", "detail": "waiting for n2 to listen"}))
+    run.on_line(json.dumps({"event": "reached", "reached": {"n2": "ok"}}))
+    run.on_line(json.dumps({"event": "stage", "stage": "gloo", "detail": "process group across 2 nodes"}))
     result = run.result()
-    assert (result.stage, result.error) == (
-        "connections (waiting for n2 to listen)",
+    assert (result.stage, result.error, result.reached) == (
+        "gloo (process group across 2 nodes)",
         "still waiting when every other node had answered",
+        {"n2": "ok"},
     )
 
 

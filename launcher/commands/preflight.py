@@ -34,6 +34,7 @@ class _Run:
     done: threading.Event = field(default_factory=threading.Event)
     stage: str = "starting"
     answer: dict[str, Any] | None = None
+    reached: dict[str, str] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -42,6 +43,8 @@ class _Run:
         data = _json(line)
         if data is None:
             self.other = [*self.other, line][-LAST_LINES:]
+        elif data.get("event") == "reached" and isinstance(data.get("reached"), dict):
+            self.reached = {str(k): str(v) for k, v in data["reached"].items()}
         elif data.get("event") == "stage":
             self.stage = f"{data.get('stage')}" + (f" ({data['detail']})" if data.get("detail") else "")
         elif "ok" in data:
@@ -52,10 +55,11 @@ class _Run:
         if self.answer is not None:
             return PreflightAnswer.parse(self.answer)
         if not self.done.is_set():
-            return PreflightAnswer(False, self.stage, "still waiting when every other node had answered")
+            why = "still waiting when every other node had answered"
+            return PreflightAnswer(False, self.stage, why, reached=self.reached)
         said = " / ".join(x.strip() for x in self.other if x.strip())
         why = self.error or (f"ended without an answer: {said}" if said else "ended without an answer")
-        return PreflightAnswer(ok=False, stage=self.stage, error=why)
+        return PreflightAnswer(ok=False, stage=self.stage, error=why, reached=self.reached)
 
 
 def preflight_rows_of(cluster: Cluster, facts: dict[str, dict[str, Any]], runnable: bool) -> list[Row]:

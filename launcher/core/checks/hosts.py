@@ -171,7 +171,7 @@ def link_rows(spec: Spec, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:
         same(
             "network",
             f"{names} mtu",
-            {n: link[n].get("mtu") for n in link},
+            {n: link[n].get("mtu") or "missing" for n in link},
             "set the same MTU on the fabric interface of every node (ip link set IFACE mtu N, and in "
             "netplan): RoCE runs at the path MTU, and ranks with different MTUs stall or drop the large "
             "messages of the first collective",

@@ -152,6 +152,7 @@ def connections(ask: dict[str, Any], store: Any) -> dict[str, str]:
         if how != "ok"
     ]
     barrier(ask, store, "connections read")
+    emit(event="reached", reached=reached)  # kept by the launcher should a later stage never answer
     if failed:
         fail("connections vLLM needs fail: " + "; ".join(failed), reached=reached)
     return reached
@@ -191,7 +192,7 @@ def collective(ask: dict[str, Any], store: Any, backend: str, torch: Any, dist: 
     """One process group of `backend`, its all-reduce proven right, then timed: latency, bandwidth."""
     from datetime import timedelta
 
-    stage(backend, f"{backend} process group across {len(ask['nodes'])} nodes")
+    stage(backend, f"process group across {len(ask['nodes'])} nodes")
     world = len(ask["nodes"])
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
     timeout = timedelta(seconds=float(ask["group_timeout"]))
@@ -201,7 +202,7 @@ def collective(ask: dict[str, Any], store: Any, backend: str, torch: Any, dist: 
     dist.all_reduce(one)
     if int(one.item()) != world:
         fail(f"{backend} all-reduce gave {one.item()}, not {world}")
-    stage(backend, f"{backend} all-reduce, timed")
+    stage(backend, "all-reduce, timed")
     latency_rounds, bandwidth_rounds = ask["rounds"]
     latency = _timed(lambda: dist.all_reduce(one), latency_rounds, torch, device)
     big = torch.ones(int(ask["bytes"][backend]) // 4, dtype=torch.float32, device=device)
