@@ -89,24 +89,21 @@ def rendezvous(ask: dict[str, Any], dist: Any) -> Any:
         fail(f"cannot reach the head's store at {ask['master']}:{ask['port']}: {_short(exc)}")
 
 
-def listen(address: str) -> tuple[socket.socket, list[str]]:
-    """A listener as vLLM's message queues bind one (a random port on VLLM_HOST_IP), and who came."""
+def listen(address: str) -> socket.socket:
+    """A listener as vLLM's message queues bind one (a random port on VLLM_HOST_IP), accepting."""
     server = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
     server.bind((address, 0))
     server.listen(64)
-    came: list[str] = []
 
     def accept() -> None:
         while True:
             try:
-                conn, peer = server.accept()
-            except OSError:
+                server.accept()[0].close()
+            except OSError:  # closed: the connections are over
                 return
-            came.append(peer[0])
-            conn.close()
 
     threading.Thread(target=accept, daemon=True).start()
-    return server, came
+    return server
 
 
 def reach(host: str, port: int, seconds: float) -> str:
@@ -123,25 +120,18 @@ def reach(host: str, port: int, seconds: float) -> str:
 
 
 def connections(ask: dict[str, Any], store: Any) -> dict[str, str]:
-    """Listen, connect to every node vLLM connects to from here, wait for every node's results."""
+    """Listen, connect to every node vLLM connects to from here, then learn every node's results."""
     from datetime import timedelta
 
     names = [n["name"] for n in ask["nodes"]]
-    rank, wait = ask["rank"], timedelta(seconds=float(ask["group_timeout"]))
-    address = os.environ.get("VLLM_HOST_IP") or ask["nodes"][rank]["address"]
-    stage("connections", f"listening on {address}")
-    try:
-        server, _came = listen(address)
-    except OSError as exc:
-        fail(f"cannot listen on {address} (VLLM_HOST_IP): {exc.strerror or exc}")
-    host, port = server.getsockname()[:2]
-    store.set(f"listen/{rank}", f"{host} {port}")
+    wait = timedelta(seconds=float(ask["group_timeout"]))
+    server = _listening(ask, store)
     reached = {}
     for target in ask["connect"]:
         await_key(store, f"listen/{target}", wait, f"waiting for {names[target]} to listen", names)
         host, port = store.get(f"listen/{target}").decode().split()
         reached[names[target]] = reach(host, int(port), float(ask["connect_timeout"]))
-    store.set(f"reached/{rank}", json.dumps(reached))
+    store.set(f"reached/{ask['rank']}", json.dumps(reached))
     for other, name in enumerate(names):
         await_key(store, f"reached/{other}", wait, f"waiting for {name}'s connections", names)
     server.close()
@@ -156,6 +146,19 @@ def connections(ask: dict[str, Any], store: Any) -> dict[str, str]:
     if failed:
         fail("connections vLLM needs fail: " + "; ".join(failed), reached=reached)
     return reached
+
+
+def _listening(ask: dict[str, Any], store: Any) -> socket.socket:
+    """This node's listener, its address published in the store for the peers."""
+    address = os.environ.get("VLLM_HOST_IP") or ask["nodes"][ask["rank"]]["address"]
+    stage("connections", f"listening on {address}")
+    try:
+        server = listen(address)
+    except OSError as exc:
+        fail(f"cannot listen on {address} (VLLM_HOST_IP): {exc.strerror or exc}")
+    host, port = server.getsockname()[:2]
+    store.set(f"listen/{ask['rank']}", f"{host} {port}")
+    return server
 
 
 def barrier(ask: dict[str, Any], store: Any, name: str) -> None:
@@ -195,6 +198,8 @@ def collective(ask: dict[str, Any], store: Any, backend: str, torch: Any, dist: 
     stage(backend, f"process group across {len(ask['nodes'])} nodes")
     world = len(ask["nodes"])
     device = torch.device("cuda", 0) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)  # the GPU vLLM's first local rank uses (CUDA_VISIBLE_DEVICES applies)
     timeout = timedelta(seconds=float(ask["group_timeout"]))
     group = dist.PrefixStore(backend, store)
     dist.init_process_group(backend, store=group, rank=ask["rank"], world_size=world, timeout=timeout)
@@ -203,19 +208,24 @@ def collective(ask: dict[str, Any], store: Any, backend: str, torch: Any, dist: 
     if int(one.item()) != world:
         fail(f"{backend} all-reduce gave {one.item()}, not {world}")
     stage(backend, "all-reduce, timed")
-    latency_rounds, bandwidth_rounds = ask["rounds"]
-    latency = _timed(lambda: dist.all_reduce(one), latency_rounds, torch, device)
-    big = torch.ones(int(ask["bytes"][backend]) // 4, dtype=torch.float32, device=device)
-    dist.all_reduce(big)
-    seconds = _timed(lambda: dist.all_reduce(big), bandwidth_rounds, torch, device)
+    figures = _figures(ask, backend, one, torch, dist)
     dist.destroy_process_group()
-    size = big.numel() * 4
-    algbw = size / seconds / 1e9
+    return figures
+
+
+def _figures(ask: dict[str, Any], backend: str, one: Any, torch: Any, dist: Any) -> dict[str, float]:
+    """The latency of a 4-byte all-reduce and the bandwidth of a large one (median of the rounds)."""
+    world, (latency_rounds, bandwidth_rounds) = len(ask["nodes"]), ask["rounds"]
+    latency = _timed(lambda: dist.all_reduce(one), latency_rounds, torch, one.device)
+    big = torch.ones(int(ask["bytes"][backend]) // 4, dtype=torch.float32, device=one.device)
+    dist.all_reduce(big)  # the first one sets the connections up: not timed
+    seconds = _timed(lambda: dist.all_reduce(big), bandwidth_rounds, torch, one.device)
+    algbw = big.numel() * 4 / seconds / 1e9
     return {
         "latency_us": round(latency * 1e6, 1),
-        "bytes": size,
+        "bytes": big.numel() * 4,
         "algbw_gbps": round(algbw, 3),
-        "busbw_gbps": round(algbw * 2 * (world - 1) / world, 3),
+        "busbw_gbps": round(algbw * 2 * (world - 1) / world, 3),  # what each link carried (NCCL's busbw)
     }
 
 
