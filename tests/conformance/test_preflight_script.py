@@ -4,6 +4,7 @@ all-reduce; a rank that nobody joins answers at its deadline, naming where it st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -14,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from launcher.core.checks.connections import preflight_requests
 from launcher.node.scripts import bundle
 from tests.conformance.conftest import RELEASES, venv_for
+from tests.conftest import base_spec, plan_of
 
 pytestmark = pytest.mark.conformance
 
@@ -73,6 +76,23 @@ def test_two_ranks_prove_their_connections_and_time_a_gloo_all_reduce(version: s
         assert got["ok"] and got["reached"] == {peer: "ok"}, got
         figures = got["figures"]["gloo"]
         assert figures["latency_us"] > 0 and figures["busbw_gbps"] > 0 and figures["bytes"] == 1 << 20
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_three_ranks_asked_as_the_plan_asks_them_all_connect_and_agree(version: str, tmp_path: Path) -> None:
+    data = base_spec(nodes=3)
+    for node in data["nodes"]:
+        node["address"] = "127.0.0.1"
+    requests = list(preflight_requests(plan_of(data), "gloo", 0).values())
+    venv = venv_for(version)
+    with contextlib.ExitStack() as stack:
+        head = stack.enter_context(preflight(venv, requests[0], tmp_path))
+        port = lines_until(head, "port")["port"]
+        others = [stack.enter_context(preflight(venv, {**r, "port": port}, tmp_path)) for r in requests[1:]]
+        answers = [lines_until(proc, "ok") for proc in [head, *others]]
+    assert [a["ok"] for a in answers] == [True] * 3, answers
+    assert [sorted(a["reached"]) for a in answers] == [["n2", "n3"], ["n1"], ["n1", "n2"]]
+    assert all(a["figures"]["gloo"]["bytes"] == 16 << 20 for a in answers)
 
 
 @pytest.mark.parametrize("version", RELEASES)
