@@ -82,7 +82,7 @@ def _check(
     cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
+    ports = sorted({p for p in (plan.api_port, plan.master_port) if p is not None})
 
     def ask(name: str) -> dict[str, Any]:
         node = next(n for n in spec.nodes if n.name == name)
@@ -137,7 +137,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
     head = cluster.head
     workers = cluster.names[1:]
     port = cluster.plan.master_port
-    if not workers or facts[head.name].get("ours_running"):
+    if not workers or port is None or facts[head.name].get("ours_running"):
         return {}
     answered = threading.Event()  # the listener listens, or says why it cannot
     answer: dict[str, Any] = {}

@@ -81,9 +81,12 @@ class Plan:
         return int(self.value("port"))
 
     @property
-    def master_port(self) -> int:
-        """The rendezvous port on the head, as pinned."""
-        return int(self.value("master_port"))
+    def master_port(self) -> int | None:
+        """The rendezvous port on the head, as pinned; None on one node (no rendezvous)."""
+        try:
+            return int(self.value("master_port"))
+        except KeyError:
+            return None
 
     @property
     def prefix_caching(self) -> bool:
@@ -211,6 +214,10 @@ def check_serve_keys(spec: Spec, catalog: Catalog) -> list[Problem]:
                     f"list {SECRET_OPTIONS[key]} under secrets: and export it where you run spark-launch",
                 )
             )
+        elif key == "master_port" and len(spec.nodes) == 1:
+            problems.append(
+                Problem(where, "a one-node deployment has no rendezvous", "remove it: vLLM runs on one node")
+            )
         elif catalog.get(key) is None:
             problems.append(
                 Problem(
@@ -251,14 +258,9 @@ def _topology(spec: Spec) -> list[Derived]:
     env = "VLLM_HOST_IP, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (
         ", NCCL_IB_HCA" if any(x.hca for x in spec.nodes) else ""
     )
+    ranks = _ranks(n) if n > 1 else []
     return [
-        Derived(
-            "node_rank",
-            f"0..{n - 1}",
-            "--node-rank=R",
-            "the node's position in the spec; the only flag besides --headless that differs",
-        ),
-        Derived("headless", "ranks 1.." if n > 1 else "none", "--headless", "only rank 0 serves the API"),
+        *ranks,
         Derived(
             "per-node env",
             env,
@@ -266,6 +268,18 @@ def _topology(spec: Spec) -> list[Derived]:
             "from each node's address, interface and hca; every other variable is identical",
         ),
         *_container(spec),
+    ]
+
+
+def _ranks(n: int) -> list[Derived]:
+    return [
+        Derived(
+            "node_rank",
+            f"0..{n - 1}",
+            "--node-rank=R",
+            "the node's position in the spec; the only flag besides --headless that differs",
+        ),
+        Derived("headless", "ranks 1..", "--headless", "only rank 0 serves the API"),
     ]
 
 

@@ -18,6 +18,7 @@ RULES: tuple[Rule, ...] = (
         "multi-node tensor parallel without Ray: every node runs its own workers",
         "vllm/entrypoints/cli/serve.py (run_headless)",
         owns=("distributed_executor_backend",),
+        when=topology.several_nodes,
     ),
     Rule(
         "nnodes",
@@ -26,6 +27,7 @@ RULES: tuple[Rule, ...] = (
         "the number of nodes in the spec",
         "vllm/config/parallel.py (nnodes)",
         owns=("nnodes",),
+        when=topology.several_nodes,
     ),
     Rule(
         "master_addr",
@@ -34,6 +36,7 @@ RULES: tuple[Rule, ...] = (
         "rank 0's fabric address; vLLM's default 127.0.0.1 would point each node at itself",
         "vllm/config/parallel.py (master_addr)",
         owns=("master_addr",),
+        when=topology.several_nodes,
     ),
     Rule(
         "master_port",
@@ -42,6 +45,7 @@ RULES: tuple[Rule, ...] = (
         "the rendezvous port, written out so no node relies on its own default",
         "vllm/config/parallel.py (master_port)",
         owns=("master_port",),
+        when=topology.several_nodes,
     ),
     Rule(
         "port",

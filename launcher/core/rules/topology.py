@@ -12,6 +12,11 @@ DEFAULT_MASTER_PORT = 29501
 DEFAULT_API_PORT = 8000
 
 
+def several_nodes(inputs: Inputs) -> bool:
+    """The multi-node flags apply: one node is a plain `vllm serve` (no rendezvous, no ranks)."""
+    return len(inputs.spec.nodes) > 1
+
+
 def fixed(setting: str, value: Callable[[Inputs], Any]) -> Callable[[Inputs], Decision]:
     """A decider pinning `setting` to a value computed from the spec alone."""
 

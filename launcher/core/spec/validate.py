@@ -5,13 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.core.spec.checks import check_spec
+from launcher.core.spec.deployments import check_file
 from launcher.core.spec.schema import build
-from launcher.core.spec.sections import Spec
+from launcher.core.spec.sections import Spec, SpecFile
 from launcher.errors import Problem
 
 
+def validate_file(data: Any) -> tuple[SpecFile | None, list[Problem]]:
+    """Validate a spec file's data: the SpecFile when it could be built (even with problems), and every problem."""
+    problems: list[Problem] = []
+    file = build(SpecFile, data, (), problems)
+    if not isinstance(file, SpecFile):
+        return None, problems
+    return file, problems + check_file(file)
+
+
 def validate_spec(data: Any) -> tuple[Spec | None, list[Problem]]:
-    """Validate loaded data: the Spec when it could be built (even with problems), and every problem."""
+    """Validate one deployment's data (model and serve at the top): the Spec when it could be built."""
     problems: list[Problem] = []
     spec = build(Spec, data, (), problems)
     if not isinstance(spec, Spec):
