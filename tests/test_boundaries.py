@@ -283,7 +283,7 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote"),
+    ("plan", "render", "remote", "fleet", "endpoint"),
     ("sync",),
     ("checks", "init", "serving"),
     ("views", "reports", "redact"),

@@ -26,11 +26,11 @@ def plan(spec: str, as_json: bool) -> ExitStatus:
       spark-launch plan configs/qwen3-next-2x-spark.yaml
       spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
     """
-    from launcher.core.views import plan_json, plan_text
-    from launcher.load import plan_file
+    from launcher.core.views import fleet_json, fleet_text
+    from launcher.load import plan_fleet
 
-    _, result = plan_file(spec)
-    click.echo(plan_json(result) if as_json else plan_text(result))
+    fleet = plan_fleet(spec)
+    click.echo(fleet_json(fleet) if as_json else fleet_text(fleet))
     return ExitStatus.OK
 
 
@@ -48,11 +48,14 @@ def validate(spec: str) -> ExitStatus:
       spark-launch validate cluster.yaml && echo ok
     """
     from launcher.errors import one_line
-    from launcher.load import plan_file
+    from launcher.load import plan_fleet
 
-    _, result = plan_file(spec)
-    summary = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
-    click.echo(f"{one_line(spec)}: ok ({summary})")
+    fleet = plan_fleet(spec)
+    for d in fleet.deployments:
+        result = d.plan
+        summary = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
+        name = f" deployment {d.name}" if fleet.multi else ""
+        click.echo(f"{one_line(spec)}:{name} ok ({summary})")
     return ExitStatus.OK
 
 

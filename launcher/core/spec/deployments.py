@@ -29,6 +29,7 @@ from launcher.errors import Problem
 Path = tuple[str | int, ...]
 ENDPOINT = "endpoint"  # the endpoint's run directory beside the deployments': no deployment's name
 ROUTER_BIN = re.compile(r"/[^\s=:]*\Z")
+MODEL_REQUIRED = Problem(("model",), "is required", "or list the models under deployments:")
 
 
 def deployment_specs(file: SpecFile) -> tuple[Spec, ...]:
@@ -95,7 +96,7 @@ def check_file(file: SpecFile) -> list[Problem]:
 def _check_shape(file: SpecFile) -> list[Problem]:
     if not file.deployments:
         if file.model is None:
-            return [Problem(("model",), "is required", "or list the models under deployments:")]
+            return [MODEL_REQUIRED]
         return []
     hint = "with deployments:, each deployment has its own model and serve"
     return [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.core.spec.checks import check_spec
-from launcher.core.spec.deployments import check_file
+from launcher.core.spec.deployments import MODEL_REQUIRED, check_file
 from launcher.core.spec.schema import build
 from launcher.core.spec.sections import Spec, SpecFile
 from launcher.errors import Problem
@@ -16,7 +16,9 @@ def validate_file(data: Any) -> tuple[SpecFile | None, list[Problem]]:
     problems: list[Problem] = []
     file = build(SpecFile, data, (), problems)
     if not isinstance(file, SpecFile):
-        return None, problems
+        # Reported even when the rest could not be built: a model is as required as the nodes.
+        lacking = isinstance(data, dict) and not {"model", "deployments"} & set(data)
+        return None, problems + ([MODEL_REQUIRED] if lacking else [])
     return file, problems + check_file(file)
 
 
