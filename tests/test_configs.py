@@ -14,7 +14,7 @@ import yaml
 
 from launcher.core.spec.sections import spec_schema
 from launcher.core.views import fleet_json, fleet_text, plan_dict
-from launcher.load import plan_fleet, plan_file
+from launcher.load import plan_file, plan_fleet
 from tests.conftest import ROOT
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

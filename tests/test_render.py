@@ -137,7 +137,14 @@ def test_a_one_node_deployment_is_a_plain_vllm_serve() -> None:
     data = base_spec("0.32.0", nodes=1)
     plan = plan_of(data, "dense")
     argv = plan.nodes[0].argv
-    multi = ("--nnodes", "--node-rank", "--headless", "--master-addr", "--master-port", "--distributed-executor")
+    multi = (
+        "--nnodes",
+        "--node-rank",
+        "--headless",
+        "--master-addr",
+        "--master-port",
+        "--distributed-executor",
+    )
     assert argv[:3] == ("/opt/vllm/bin/vllm", "serve", "/models/m")
     assert not [a for a in argv if a.startswith(multi)]
     assert plan.master_port is None and plan.api_port == 8000

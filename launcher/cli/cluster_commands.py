@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, open_deployments, secret_values
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
+
+if TYPE_CHECKING:
+    from launcher.commands.fleet import FleetUp
 
 
 @click.command()
@@ -27,10 +31,12 @@ from launcher.errors import ExitStatus, SparkLaunchError
 @click.option(
     "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
 )
+@DEPLOYMENT
 @JSON
 def up(
     spec: str,
     ssh_config: str | None,
+    deployment: str | None,
     timeout: float,
     no_wait: bool,
     replace: bool,
@@ -64,21 +70,15 @@ def up(
       spark-launch up cluster.yaml --drop-caches
       spark-launch up cluster.yaml --skip-check    # not recommended
     """
+    from launcher.commands.fleet import up_fleet
     from launcher.commands.up import UpOptions
-    from launcher.commands.up import up as start
 
     if dry_run:
-        from launcher.core.remote import dry_run_calls
-        from launcher.core.views import dry_run_text
-        from launcher.load import plan_file
-
-        planned_spec, plan = plan_file(spec)
-        click.echo(dry_run_text(plan, dry_run_calls(planned_spec, plan)))
-        return ExitStatus.OK
-    with open_cluster(spec, ssh_config) as cluster:
-        values = secret_values(cluster.spec.secrets)
-        result = start(
-            cluster,
+        return _dry_run(spec, deployment)
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        values = secret_values(chosen.fleet.deployments[0].spec.secrets)
+        result = up_fleet(
+            chosen,
             values,
             UpOptions(
                 timeout=timeout,
@@ -91,7 +91,42 @@ def up(
             ),
             Printer(),
         )
-    click.echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
+    return _up_said(result, chosen.fleet.multi, as_json)
+
+
+def _up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
+    """Print what `up` did (one deployment: as it always did); raise the first failure."""
+    if not multi and not result.endpoint:
+        for failure in result.failed.values():
+            raise failure
+        (one,) = result.results.values()
+        click.echo(json.dumps(one.__dict__, indent=2) if as_json else one.message)
+        return ExitStatus.OK
+    if as_json:
+        doc = {n: r.__dict__ for n, r in result.results.items()}
+        failed = {n: e.render() for n, e in result.failed.items()}
+        click.echo(json.dumps({"deployments": doc, "failed": failed, "endpoint": result.endpoint}, indent=2))
+    else:
+        for name, one in result.results.items():
+            click.echo(f"{name}: {one.message}")
+        if result.endpoint:
+            click.echo(f"endpoint: {result.endpoint} (every model by its name)")
+    for name, failure in result.failed.items():
+        raise SparkLaunchError(f"deployment {name}: {failure.message}", failure.hint) from failure
+    return ExitStatus.OK
+
+
+def _dry_run(spec: str, deployment: str | None) -> ExitStatus:
+    """`up --dry-run`: what `up` sends to each node of each chosen deployment."""
+    from launcher.core.remote import dry_run_calls
+    from launcher.core.views import dry_run_text, endpoint_text
+    from launcher.load import plan_fleet
+
+    fleet = plan_fleet(spec)
+    for d in fleet.select(deployment):
+        click.echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan)))
+    if fleet.endpoint is not None and deployment is None:
+        click.echo("\n" + endpoint_text(fleet.endpoint))
     return ExitStatus.OK
 
 
@@ -102,8 +137,11 @@ def up(
     "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
 )
 @click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@DEPLOYMENT
 @JSON
-def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_json: bool) -> ExitStatus:
+def check(
+    spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, deployment: str | None, as_json: bool
+) -> ExitStatus:
     """Prove the nodes are alike before loading a single weight.
 
     \b
@@ -139,10 +177,12 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
     """
     from launcher.commands.check import NodesDisagree, run_check
+    from launcher.commands.fleet import merge_reports
     from launcher.core.reports import check_json, check_text
 
-    with open_cluster(spec, ssh_config) as cluster:
-        report = run_check(cluster, probe=not no_probe, fresh=fresh)
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        reports = {n: run_check(c, probe=not no_probe, fresh=fresh) for n, c in chosen.clusters.items()}
+    report = merge_reports(reports)
     if as_json:
         click.echo(check_json(report))
         return report.exit_status
@@ -158,7 +198,8 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
 @click.option(
     "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
 )
-def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
+@DEPLOYMENT
+def down(spec: str, ssh_config: str | None, grace: float, deployment: str | None) -> ExitStatus:
     """Stop the cluster on every node, and check nothing of ours is left.
 
     \b
@@ -172,10 +213,10 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
     Example:
       spark-launch down configs/demo.yaml
     """
-    from launcher.commands.down import down as stop
+    from launcher.commands.fleet import down_fleet
 
-    with open_cluster(spec, ssh_config) as cluster:
-        stop(cluster, grace, Printer())
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        down_fleet(chosen, grace, Printer())
     return ExitStatus.OK
 
 
@@ -190,10 +231,12 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
 @click.option(
     "--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch)."
 )
+@DEPLOYMENT
 @JSON
 def status(
     spec: str,
     ssh_config: str | None,
+    deployment: str | None,
     deadline: float,
     no_watchdog: bool,
     watch: bool,
@@ -222,18 +265,38 @@ def status(
       spark-launch status cluster.yaml --json | jq .serving.state
       spark-launch status cluster.yaml --watch --deadline 10
     """
+    from launcher.commands.fleet import status_fleet
     from launcher.commands.status import status as look
-    from launcher.core.reports import status_text
+    from launcher.core.reports import fleet_status_text, status_text
 
-    with open_cluster(spec, ssh_config) as cluster:
-        if watch:
-            from launcher.cli.status_watch import watch_status
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        if not chosen.fleet.multi and chosen.endpoint is None:
+            (cluster,) = chosen.clusters.values()
+            if watch:
+                from launcher.cli.status_watch import watch_status
 
-            return watch_status(cluster, deadline, every, as_json)
-        result = look(cluster, None if no_watchdog else deadline)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
-    serves = result.serving is None or result.serving.serving
-    return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
+                return watch_status(cluster, deadline, every, as_json)
+            result = look(cluster, None if no_watchdog else deadline)
+            click.echo(
+                json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time())
+            )
+            serves = result.serving is None or result.serving.serving
+            return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
+        found = status_fleet(chosen, None if no_watchdog else deadline)
+    click.echo(json.dumps(found, indent=2) if as_json else fleet_status_text(found, time.time()))
+    return ExitStatus.OK if _all_serve(found) else ExitStatus.FAILURE
+
+
+def _all_serve(found: dict[str, object]) -> bool:
+    """Every deployment runs its plan and serves, and so does the endpoint (when there is one)."""
+    deployments = found["deployments"]
+    assert isinstance(deployments, list)
+    serve = all(
+        d["state"] == "running" and (d["serving"] or {}).get("state", "serving") == "serving"
+        for d in deployments
+    )
+    endpoint = found.get("endpoint")
+    return serve and (not isinstance(endpoint, dict) or bool(endpoint["serving"]))
 
 
 @click.command()
@@ -244,31 +307,50 @@ def status(
 @click.option(
     "-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first."
 )
-def logs(spec: str, ssh_config: str | None, follow: bool, nodes: tuple[str, ...], lines: int) -> ExitStatus:
+@DEPLOYMENT
+@click.option("--endpoint", "of_endpoint", is_flag=True, help="The endpoint's log (on the head node).")
+def logs(
+    spec: str,
+    ssh_config: str | None,
+    follow: bool,
+    nodes: tuple[str, ...],
+    lines: int,
+    deployment: str | None,
+    of_endpoint: bool,
+) -> ExitStatus:
     """Print the nodes' logs of the current run, each line prefixed by its node.
+
+    \b
+    With several deployments each line is prefixed by deployment/node; --deployment NAME
+    shows one, --endpoint the endpoint's.
 
     \b
     Examples:
       spark-launch logs configs/demo.yaml -n 100
       spark-launch logs cluster.yaml -f --node spark-2
+      spark-launch logs configs/demo-multi.yaml --deployment small
     """
-    from launcher.commands.logs import logs as show
+    from launcher.commands.logs import fleet_logs
 
-    with open_cluster(spec, ssh_config) as cluster:
-        unknown = [n for n in nodes if n not in cluster.names]
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        known = {n for c in chosen.clusters.values() for n in c.names}
+        unknown = [n for n in nodes if n not in known]
         if unknown:
             raise SparkLaunchError(
-                f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(cluster.names)}"
+                f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(sorted(known))}"
             )
-        show(cluster, list(nodes) or cluster.names, lines, follow, click.echo)
+        if of_endpoint and chosen.endpoint is None:
+            raise SparkLaunchError(f"{spec} has no endpoint", "add an endpoint: section")
+        fleet_logs(chosen, set(nodes), lines, follow, click.echo, of_endpoint)
     return ExitStatus.OK
 
 
 @click.command()
 @SPEC
 @SSH_CONFIG
+@DEPLOYMENT
 @JSON
-def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
+def verify(spec: str, ssh_config: str | None, deployment: str | None, as_json: bool) -> ExitStatus:
     """Prove the running cluster works: a completion, and prefix-cache hits that grow.
 
     \b
@@ -281,10 +363,18 @@ def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
     Example:
       spark-launch verify configs/demo.yaml
     """
-    from launcher.commands.verify import verify as prove
+    from launcher.commands.fleet import verify_fleet
     from launcher.core.reports import verify_text
 
-    with open_cluster(spec, ssh_config) as cluster:
-        result = prove(cluster)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
-    return ExitStatus.OK if result.ok else ExitStatus.FAILURE
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        results = verify_fleet(chosen)
+        multi = chosen.fleet.multi
+    if not multi:
+        (result,) = results.values()
+        click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
+        return ExitStatus.OK if result.ok else ExitStatus.FAILURE
+    if as_json:
+        click.echo(json.dumps({n: r.as_dict() for n, r in results.items()}, indent=2))
+    else:
+        click.echo("\n".join(f"== deployment {n}\n{verify_text(r)}" for n, r in results.items()))
+    return ExitStatus.OK if all(r.ok for r in results.values()) else ExitStatus.FAILURE

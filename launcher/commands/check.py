@@ -29,6 +29,7 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
+from launcher.core.checks.memory import budgets
 from launcher.core.checks.model import weight_bytes
 from launcher.core.render import container_name
 from launcher.core.reports import check_text
@@ -112,6 +113,7 @@ def _check(
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    weighed = budgets(spec, plan, facts)
     resolved = None
     if _runnable(spec.vllm.runtime, facts):
         resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
@@ -123,7 +125,7 @@ def _check(
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows))
+    return Report(tuple(cluster.names), tuple(rows), weighed)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:

@@ -77,8 +77,17 @@ class UpResult:
     message: str
 
 
-def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
-    """Start the plan on every node and wait until the head serves (or fail cleanly)."""
+def up(
+    cluster: Cluster,
+    secret_values: dict[str, str],
+    options: UpOptions,
+    reporter: Reporter,
+    checked: bool = False,
+) -> UpResult:
+    """Start the plan on every node and wait until the head serves (or fail cleanly).
+
+    `checked`: the caller ran the check already (with the other deployments sharing the nodes).
+    """
     with cluster.locked("up"):
         existing = _running(cluster)
         if existing:
@@ -102,7 +111,8 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
             stop_all(cluster, options.grace)
         if options.drop_caches:
             drop_caches(cluster, reporter)
-        _check_first(cluster, options, reporter)
+        if not checked:
+            _check_first(cluster, options, reporter)
         return _start_and_wait(cluster, secret_values, options, reporter)
 
 

@@ -83,8 +83,15 @@ def endpoint_plan(
 ) -> EndpointPlan:
     """The router's command, environment (the spec's, and the router's own) and config."""
     keyed = API_KEY in secrets
-    argv = (f"{section.venv}/bin/{ROUTER}", "--config", CONFIG_FILE, "--host", head.address)
-    argv += ("--port", str(section.port))
+    argv = (
+        f"{section.venv}/bin/{ROUTER}",
+        "--config",
+        CONFIG_FILE,
+        "--host",
+        head.address,
+        "--port",
+        str(section.port),
+    )
     env = dict(sorted({**spec_env, **OFFLINE, **({} if keyed else NO_KEY)}.items()))
     return EndpointPlan(
         f"{cluster}/{ENDPOINT}",
@@ -102,7 +109,10 @@ def router_config(routes: tuple[Route, ...], keyed: bool) -> str:
     """LiteLLM's config: one model per deployment, no retries (a deployment that is down says so)."""
     key = {"api_key": f"os.environ/{API_KEY}"} if keyed else {}
     models = [
-        {"model_name": r.model, "litellm_params": {"model": f"hosted_vllm/{r.model}", "api_base": r.url, **key}}
+        {
+            "model_name": r.model,
+            "litellm_params": {"model": f"hosted_vllm/{r.model}", "api_base": r.url, **key},
+        }
         for r in routes
     ]
     config = {

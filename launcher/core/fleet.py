@@ -98,5 +98,7 @@ def _claims(file: SpecFile, specs: tuple[Spec, ...], plans: tuple[Plan, ...]) ->
                 _Claim(head, plan.master_port, f"{who} master port", (*where, "master_port"), written)
             )
     if file.endpoint is not None:
-        claims.append(_Claim(file.nodes[0].name, file.endpoint.port, "the endpoint's port", ("endpoint", "port"), True))
+        claims.append(
+            _Claim(file.nodes[0].name, file.endpoint.port, "the endpoint's port", ("endpoint", "port"), True)
+        )
     return claims

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.core.checks.budget import Budget
 from launcher.errors import ExitStatus
 
 
@@ -34,6 +35,7 @@ class Report:
 
     nodes: tuple[str, ...]
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    memory: Mapping[str, Budget] = field(default_factory=dict)  # each node's, when it was weighed
 
     @property
     def ok(self) -> bool:

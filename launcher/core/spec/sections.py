@@ -112,7 +112,9 @@ class SpecFile:
     name: str = doc("cluster name (state, logs, process labels)")
     vllm: VllmSection = doc("the vLLM release and runtime, for every deployment")
     nodes: tuple[Node, ...] = doc("the machines; the first is rank 0 (and the endpoint's host)")
-    model: ModelSection | None = doc("the model to serve (one deployment; else under deployments)", default=None)
+    model: ModelSection | None = doc(
+        "the model to serve (one deployment; else under deployments)", default=None
+    )
     serve: dict[str, JsonValue] = doc(
         "`vllm serve` options as snake_case keys, identical on all nodes (one deployment)",
         default_factory=dict,

@@ -12,7 +12,8 @@ from launcher.errors import Problem
 
 
 def validate_file(data: Any) -> tuple[SpecFile | None, list[Problem]]:
-    """Validate a spec file's data: the SpecFile when it could be built (even with problems), and every problem."""
+    """Validate a spec file's data: the SpecFile when it could be built (even with problems), and
+    every problem."""
     problems: list[Problem] = []
     file = build(SpecFile, data, (), problems)
     if not isinstance(file, SpecFile):
