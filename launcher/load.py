@@ -102,6 +102,8 @@ def _plans(file: SpecFile, specs: tuple[Spec, ...], problems: list[Problem]) -> 
         return ()
     plans = []
     for i, spec in enumerate(specs):
+        if not spec.nodes:  # none of its nodes is known: the spec checks said so, where it is written
+            continue
         try:
             plans.append(build_plan(spec, read_model_facts(spec, catalog), catalog))
         except PlanProblems as exc:
