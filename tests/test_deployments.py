@@ -19,7 +19,7 @@ from launcher.core.checks import Report
 from launcher.core.checks.memory import budgets, shared_memory_row
 from launcher.core.endpoint import ROUTER_VERSION
 from launcher.errors import SparkLaunchError, SpecError
-from launcher.load import plan_fleet, plan_file
+from launcher.load import plan_file, plan_fleet
 from launcher.node.scripts.common import node_prefix, owner_of
 from tests.conftest import ROOT
 
@@ -101,7 +101,9 @@ def test_a_deployment_on_an_unknown_node_is_located(tmp_path: Path) -> None:
     data["deployments"][1]["nodes"] = ["spark-3"]
     problems = refused(tmp_path, data)
     line = line_of(tmp_path, r"- spark-3")
-    assert problems == [f"{tmp_path}/spec.yaml:{line}: deployments[1].nodes[0]: 'spark-3' is not one of the nodes"]
+    assert problems == [
+        f"{tmp_path}/spec.yaml:{line}: deployments[1].nodes[0]: 'spark-3' is not one of the nodes"
+    ]
 
 
 def test_two_deployments_with_one_served_name_are_refused(tmp_path: Path) -> None:
