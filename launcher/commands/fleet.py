@@ -75,16 +75,28 @@ def up_fleet(
         _check_together(deployments, starting, options, reporter)
     board = Board(reporter)
     checked_options = replace(options, drop_caches=False)
-    outcomes = each(
-        deployments,
-        lambda n, c: up(c, secret_values, checked_options, board.reporter(n), checked=n in starting),
-    )
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The router starts beside the deployments (it needs none of them to listen).
+        endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
+        outcomes = each(
+            deployments,
+            lambda n, c: up(c, secret_values, checked_options, board.reporter(n), checked=n in starting),
+        )
+        url = endpoint.result()
     failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
     results = {n: r for n, r in outcomes.items() if isinstance(r, UpResult)}
-    url = None
-    if deployments.endpoint is not None and results:
-        url = start_endpoint(deployments.endpoint, secret_values, reporter)
+    if deployments.endpoint is not None and not results and deployments.whole:
+        stop_endpoint(deployments.endpoint, options.grace)  # nothing serves behind it: leave nothing
+        url = None
     return FleetUp(results, url, failed)
+
+
+def _endpoint(deployments: Deployments, secret_values: dict[str, str], reporter: Reporter) -> str | None:
+    return (
+        None
+        if deployments.endpoint is None
+        else start_endpoint(deployments.endpoint, secret_values, reporter)
+    )
 
 
 def _not_running(deployments: Deployments) -> list[str]:
