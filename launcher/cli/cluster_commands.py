@@ -270,12 +270,14 @@ def status(
     from launcher.core.reports import fleet_status_text, status_text
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
+        if watch and len(chosen.clusters) == 1:
+            from launcher.cli.status_watch import watch_status
+
+            return watch_status(next(iter(chosen.clusters.values())), deadline, every, as_json)
+        if watch:
+            raise SparkLaunchError("status --watch follows one deployment", "name it with --deployment NAME")
         if not chosen.fleet.multi and chosen.endpoint is None:
             (cluster,) = chosen.clusters.values()
-            if watch:
-                from launcher.cli.status_watch import watch_status
-
-                return watch_status(cluster, deadline, every, as_json)
             result = look(cluster, None if no_watchdog else deadline)
             click.echo(
                 json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time())

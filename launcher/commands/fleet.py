@@ -17,7 +17,8 @@ from launcher.commands.down import down
 from launcher.commands.endpoint import Endpoint, endpoint_status, start_endpoint, stop_endpoint
 from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
-from launcher.commands.up import UpOptions, UpResult, up
+from launcher.commands.stopping import stop_reachable
+from launcher.commands.up import Interrupted, UpOptions, UpResult, up
 from launcher.commands.verify import verify
 from launcher.core.checks import Report
 from launcher.core.checks.memory import shared_memory_row
@@ -59,7 +60,9 @@ def each(deployments: Deployments, task: Callable[[str, Cluster], T]) -> dict[st
             return exc
 
     names = list(deployments.clusters)
-    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+    if len(names) == 1:  # in this thread: Ctrl-C reaches it as it reaches a one-model `up`
+        return {names[0]: guarded(names[0])}
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
         return dict(zip(names, pool.map(guarded, names), strict=True))
 
 
@@ -73,6 +76,24 @@ def up_fleet(
             drop_caches(deployments.clusters[name], Prefixed(reporter, name))
     if options.check and starting:
         _check_together(deployments, starting, options, reporter)
+    try:
+        return _start_all(deployments, secret_values, options, reporter, starting)
+    except KeyboardInterrupt:
+        reporter.info("interrupted: stopping what was started")
+        for name in starting:
+            stop_reachable(deployments.clusters[name], options.grace)
+        if deployments.endpoint is not None and deployments.whole:
+            stop_endpoint(deployments.endpoint, options.grace)
+        raise Interrupted(f"interrupted; {', '.join(starting) or 'nothing'} stopped") from None
+
+
+def _start_all(
+    deployments: Deployments,
+    secret_values: dict[str, str],
+    options: UpOptions,
+    reporter: Reporter,
+    starting: list[str],
+) -> FleetUp:
     board = Board(reporter)
     checked_options = replace(options, drop_caches=False)
     with ThreadPoolExecutor(max_workers=1) as pool:
