@@ -6,7 +6,7 @@ SPEC   ?= configs/demo.yaml
 # The supported vLLM releases: those with a committed catalog.
 RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catalogs/vllm-*.json))
 
-.PHONY: install system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
+.PHONY: install system-deps vllm-venvs router-venv setup test fast conformance lint format plan validate catalogs \
         release golden bench fuzz testbed testbed-down demo demo-down up down status logs verify check
 
 install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
@@ -21,7 +21,10 @@ system-deps:                                        ## sshd, ssh, ip, ps, rsync,
 vllm-venvs:                                         ## the real vLLM releases, cached by version
 	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
-setup: install system-deps vllm-venvs               ## everything the tests need, on a fresh machine
+router-venv:                                        ## the endpoint's pinned router (LiteLLM proxy), cached by version
+	scripts/router-venv.sh
+
+setup: install system-deps vllm-venvs router-venv   ## everything the tests need, on a fresh machine
 
 test: setup lint                                    ## every tier: fast, conformance, test bed
 	$(BIN)/pytest
