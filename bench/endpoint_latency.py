@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bed import ROOT, SESSION_LOCK, cli  # noqa: E402
+from bench.bed import ROOT, SESSION_LOCK, cli
 
 SPEC = ROOT / "configs" / "demo-multi.yaml"
 ENDPOINT = "http://10.99.0.1:9000/v1"
