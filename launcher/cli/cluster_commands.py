@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING
 
 import click
 
 from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, open_deployments, secret_values
+from launcher.cli.fleet_output import all_serve, up_said
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
-
-if TYPE_CHECKING:
-    from launcher.commands.fleet import FleetUp
 
 
 @click.command()
@@ -74,7 +71,7 @@ def up(
     from launcher.commands.up import UpOptions
 
     if dry_run:
-        return _dry_run(spec, deployment)
+        return print_dry_run(spec, deployment)
     with open_deployments(spec, ssh_config, deployment) as chosen:
         values = secret_values(chosen.fleet.deployments[0].spec.secrets)
         result = up_fleet(
@@ -91,43 +88,7 @@ def up(
             ),
             Printer(),
         )
-    return _up_said(result, chosen.fleet.multi, as_json)
-
-
-def _up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
-    """Print what `up` did (one deployment: as it always did); raise the first failure."""
-    if not multi and not result.endpoint:
-        for failure in result.failed.values():
-            raise failure
-        (one,) = result.results.values()
-        click.echo(json.dumps(one.__dict__, indent=2) if as_json else one.message)
-        return ExitStatus.OK
-    if as_json:
-        doc = {n: r.__dict__ for n, r in result.results.items()}
-        failed = {n: e.render() for n, e in result.failed.items()}
-        click.echo(json.dumps({"deployments": doc, "failed": failed, "endpoint": result.endpoint}, indent=2))
-    else:
-        for name, one in result.results.items():
-            click.echo(f"{name}: {one.message}")
-        if result.endpoint:
-            click.echo(f"endpoint: {result.endpoint} (every model by its name)")
-    for name, failure in result.failed.items():
-        raise SparkLaunchError(f"deployment {name}: {failure.message}", failure.hint) from failure
-    return ExitStatus.OK
-
-
-def _dry_run(spec: str, deployment: str | None) -> ExitStatus:
-    """`up --dry-run`: what `up` sends to each node of each chosen deployment."""
-    from launcher.core.remote import dry_run_calls
-    from launcher.core.views import dry_run_text, endpoint_text
-    from launcher.load import plan_fleet
-
-    fleet = plan_fleet(spec)
-    for d in fleet.select(deployment):
-        click.echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan)))
-    if fleet.endpoint is not None and deployment is None:
-        click.echo("\n" + endpoint_text(fleet.endpoint))
-    return ExitStatus.OK
+    return up_said(result, chosen.fleet.multi, as_json)
 
 
 @click.command()
@@ -286,19 +247,7 @@ def status(
             return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
         found = status_fleet(chosen, None if no_watchdog else deadline)
     click.echo(json.dumps(found, indent=2) if as_json else fleet_status_text(found, time.time()))
-    return ExitStatus.OK if _all_serve(found) else ExitStatus.FAILURE
-
-
-def _all_serve(found: dict[str, object]) -> bool:
-    """Every deployment runs its plan and serves, and so does the endpoint (when there is one)."""
-    deployments = found["deployments"]
-    assert isinstance(deployments, list)
-    serve = all(
-        d["state"] == "running" and (d["serving"] or {}).get("state", "serving") == "serving"
-        for d in deployments
-    )
-    endpoint = found.get("endpoint")
-    return serve and (not isinstance(endpoint, dict) or bool(endpoint["serving"]))
+    return ExitStatus.OK if all_serve(found) else ExitStatus.FAILURE
 
 
 @click.command()
