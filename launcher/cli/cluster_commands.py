@@ -8,7 +8,7 @@ import time
 import click
 
 from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, open_deployments, secret_values
-from launcher.cli.fleet_output import all_serve, up_said
+from launcher.cli.fleet_output import all_serve, print_dry_run, up_said
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
