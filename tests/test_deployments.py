@@ -17,6 +17,7 @@ from launcher.commands.check import NodesDisagree
 from launcher.commands.fleet import merge_reports
 from launcher.core.checks import Report
 from launcher.core.checks.memory import budgets, shared_memory_row
+from launcher.core.checks.router import router_row
 from launcher.core.endpoint import ROUTER_VERSION
 from launcher.errors import SparkLaunchError, SpecError
 from launcher.load import plan_file, plan_fleet
@@ -255,3 +256,13 @@ def test_each_deployments_processes_have_their_own_marker_prefix() -> None:
     assert node_prefix(big) == "lab/big/node2/" and node_prefix(other) == "other/big/node2/"
     assert node_prefix("/root/.spark-launch/demo/node1") == "demo/node1/"  # one deployment: as before
     assert owner_of(big) == "lab/big" and owner_of("/root/.spark-launch/lab/endpoint/node1") == "lab/endpoint"
+
+
+def test_the_router_row_names_the_pin_and_where_to_build_it() -> None:
+    endpoint = plan_fleet(MULTI).endpoint
+    assert endpoint is not None
+    assert router_row(endpoint, {"version": ROUTER_VERSION}).ok
+    missing = router_row(endpoint, {"version": None})
+    assert missing.failed and missing.values == {"spark-1": "no litellm in /opt/spark-launch-router"}
+    assert missing.hint is not None and "scripts/router-venv.sh" in missing.hint
+    assert router_row(endpoint, {"version": "1.107.0"}).failed

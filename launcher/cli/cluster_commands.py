@@ -138,12 +138,12 @@ def check(
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
     """
     from launcher.commands.check import NodesDisagree, run_check
-    from launcher.commands.fleet import merge_reports
+    from launcher.commands.fleet import merge_reports, with_endpoint
     from launcher.core.reports import check_json, check_text
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
         reports = {n: run_check(c, probe=not no_probe, fresh=fresh) for n, c in chosen.clusters.items()}
-    report = merge_reports(reports)
+        report = with_endpoint(merge_reports(reports), chosen)
     if as_json:
         click.echo(check_json(report))
         return report.exit_status

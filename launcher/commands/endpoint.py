@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.commands.reporter import Reporter
+from launcher.core.checks import Row
+from launcher.core.checks.router import router_row
 from launcher.core.endpoint import CONFIG_FILE, LIVE_PATH, EndpointPlan
 from launcher.core.remote import Call
 from launcher.errors import SparkLaunchError
@@ -64,6 +66,15 @@ class Endpoint:
             return [str(m["id"]) for m in json.loads(body)["data"]] if status == 200 else []
         except (NodeError, ValueError, KeyError, TypeError):
             return []
+
+
+def router_check(endpoint: Endpoint) -> Row:
+    """Is the pinned router installed in endpoint.venv on the head? (`check` and `up` ask first.)"""
+    python = endpoint.plan.argv[0].rsplit("/bin/", 1)[0] + "/bin/python"
+    probe = "import importlib.metadata as m; print(m.version('litellm'))"
+    result = endpoint.agent.run(Call(shlex.join([python, "-c", probe]), timeout=60))
+    lines = result.stdout.strip().splitlines()
+    return router_row(endpoint.plan, {"version": lines[-1] if result.ok and lines else None})
 
 
 def endpoint_status(endpoint: Endpoint) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
 from launcher.commands.down import down
-from launcher.commands.endpoint import Endpoint, endpoint_status, start_endpoint, stop_endpoint
+from launcher.commands.endpoint import Endpoint, endpoint_status, router_check, start_endpoint, stop_endpoint
 from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.commands.stopping import stop_reachable
@@ -135,7 +135,7 @@ def _check_together(
     reports = {
         n: run_check(deployments.clusters[n], probe=options.probe, fresh=options.fresh) for n in starting
     }
-    merged = merge_reports(reports)
+    merged = with_endpoint(merge_reports(reports), deployments)
     if not merged.ok:
         raise NodesDisagree(merged)
     reporter.info(check_summary(merged))
@@ -150,6 +150,14 @@ def merge_reports(reports: dict[str, Report]) -> Report:
     rows = [replace(row, item=f"[{name}] {row.item}") for name, r in reports.items() for row in r.rows]
     shared = shared_memory_row({n: r.memory for n, r in reports.items()})
     return Report(nodes, (*rows, *([shared] if shared else [])))
+
+
+def with_endpoint(report: Report, deployments: Deployments) -> Report:
+    """The report, and (for every deployment, where there is an endpoint) the router's row."""
+    if deployments.endpoint is None or not deployments.whole:
+        return report
+    row = router_check(deployments.endpoint)
+    return replace(report, rows=(*report.rows, row))
 
 
 def down_fleet(deployments: Deployments, grace: float, reporter: Reporter) -> dict[str, DownResult]:
