@@ -116,8 +116,9 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
     fleet = plan_fleet(path)
     if fleet.multi:
         raise SparkLaunchError(
-            f"{one_line(str(path))} holds {len(fleet.deployments)} deployments; this takes one",
-            "name one with --deployment",
+            f"{one_line(str(path))} holds {len(fleet.deployments)} deployments; this command takes a "
+            "spec of one",
+            "write a spec with one deployment (model: and serve: at the top) for it",
         )
     only = fleet.deployments[0]
     return only.spec, only.plan
