@@ -73,7 +73,9 @@ def up_fleet(
     starting = _not_running(deployments)
     if options.drop_caches:
         for name in starting:
-            drop_caches(deployments.clusters[name], Prefixed(reporter, name))
+            drop_caches(
+                deployments.clusters[name], Prefixed(reporter, name) if deployments.fleet.multi else reporter
+            )
     if options.check and starting:
         _check_together(deployments, starting, options, reporter)
     try:
@@ -95,13 +97,14 @@ def _start_all(
     starting: list[str],
 ) -> FleetUp:
     board = Board(reporter)
+    say = board.reporter if deployments.fleet.multi else (lambda _: reporter)  # one: as it always said
     checked_options = replace(options, drop_caches=False)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # The router starts beside the deployments (it needs none of them to listen).
         endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
         outcomes = each(
             deployments,
-            lambda n, c: up(c, secret_values, checked_options, board.reporter(n), checked=n in starting),
+            lambda n, c: up(c, secret_values, checked_options, say(n), checked=n in starting),
         )
         url = endpoint.result()
     failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
