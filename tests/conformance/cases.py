@@ -24,7 +24,11 @@ from launcher.core.vllm.catalog import Catalog, parse_version
 from launcher.load import catalog_for, read_model_facts
 from tests.conftest import ROOT, spec_of
 
-EXAMPLES = sorted((ROOT / "configs").glob("*.yaml"))
+# The one-model examples (each deployment of the others is planned as one of these, or as
+# the one-node case below).
+EXAMPLES = sorted(
+    p for p in (ROOT / "configs").glob("*.yaml") if "deployments" not in yaml.safe_load(p.read_text())
+)
 # The settings the plan pins from the model's kind when the spec leaves them unset.
 DEFAULTED = ("enable_prefix_caching", "enable_chunked_prefill", "mamba_cache_mode")
 HOSTILE_NAME = 'it\'s "quoted" $(not run) `x` ; & | *'
