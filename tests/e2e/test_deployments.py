@@ -77,6 +77,17 @@ def test_status_json_names_each_deployment(served: dict[str, Any]) -> None:
     assert found["endpoint"]["serving"] and set(found["endpoint"]["models"]) == {BIG, SMALL}
 
 
+def test_verify_proves_each_deployment_and_logs_name_it(served: dict[str, Any]) -> None:
+    done = cli("verify", SPEC, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    assert set(found) == {"big", "small"} and all(v["ok"] for v in found.values())
+    lines = cli("logs", SPEC, "-n", "2").stdout.splitlines()
+    assert {line.split(" | ")[0].strip() for line in lines} == {"big/node1", "big/node2", "small/node2"}
+    endpoint = cli("logs", SPEC, "--endpoint", "-n", "3").stdout.splitlines()
+    assert len(endpoint) == 3 and all(line.startswith("endpoint/node1 | ") for line in endpoint)
+
+
 def test_down_of_one_deployment_leaves_the_other_serving(served: dict[str, Any]) -> None:
     small = sorted(marked_processes("demo-multi/small"))
     assert small and marked_processes("demo-multi/big")
