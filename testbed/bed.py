@@ -49,6 +49,7 @@ def _up(layout: Layout, with_vllm: bool, venv_wait: float, docker: bool) -> dict
     venv = None
     if with_vllm:
         venv = vllm_env.ensure_venv(venv_wait)
+        vllm_env.ensure_py_spy(venv)
         vllm_env.link(venv, layout.vllm)
         python = venv / "bin" / "python"
         for directory, config in ((layout.model, model.CONFIG), (layout.dense_model, model.DENSE_CONFIG)):
@@ -182,6 +183,7 @@ def describe(layout: Layout, venv: Path | None) -> dict[str, object]:
         "vllm_venv": str(layout.vllm),
         "vllm": str(layout.vllm / "bin" / "vllm"),
         "vllm_venv_target": str(venv) if venv else None,
+        "py_spy": str(venv / "bin" / "py-spy") if venv and (venv / "bin" / "py-spy").exists() else None,
         "bridge": {"name": BRIDGE, "address": BRIDGE_ADDR},
         "docker_image": image.TAG if any(dockerd.pid_of(n) for n in layout.nodes) else None,
         "nodes": [

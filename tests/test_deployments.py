@@ -245,7 +245,7 @@ def test_deployments_over_a_shared_node_together_are_refused_with_the_numbers() 
     assert "big claims 73.0 GiB (gpu_memory_utilization 0.6 x 121.7 GiB)" in row.hint
     # Alone, each fits: only the sum is over.
     assert all(b.claim <= b.usable for per_node in found.values() for b in per_node.values())
-    merged = merge_reports({n: Report(tuple(b), (), b) for n, b in found.items()})
+    merged = merge_reports({n: Report(tuple(b), (), memory=b) for n, b in found.items()})
     refusal = NodesDisagree(merged)
     assert refusal.message == "the plan does not fit the nodes' memory: nothing was started"
 

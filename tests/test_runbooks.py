@@ -31,6 +31,7 @@ EXPECTED = (
     "upgrading-vllm.md",
     "containers.md",
     "several-models.md",
+    "upgrading-safely.md",
 )
 
 FENCE = re.compile(r"^\s*```\s*(\S*)")

@@ -29,6 +29,9 @@ from launcher.errors import ExitStatus, SparkLaunchError
     "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
 )
 @DEPLOYMENT
+@click.option(
+    "--locked", is_flag=True, help="Refuse to start when a node differs from SPEC.lock (`spark-launch lock`)."
+)
 @JSON
 def up(
     spec: str,
@@ -42,6 +45,7 @@ def up(
     no_probe: bool,
     fresh: bool,
     drop_caches: bool,
+    locked: bool,
     as_json: bool,
 ) -> ExitStatus:
     """Start the cluster on every node and wait until it serves.
@@ -58,6 +62,9 @@ def up(
     --drop-caches first runs `sync` and drops the page cache on every node (as root, or
     through `sudo -n`): on unified memory (DGX Spark) a cache left by the last load makes
     the next start fail its free-memory check.
+    --locked first compares every node with SPEC.lock (see `spark-launch lock --help`) and
+    refuses, naming what moved (a file of the model, the vLLM build, the kernel), before
+    anything starts. Every start is recorded as a receipt (`spark-launch runs`).
 
     \b
     Examples:
@@ -65,6 +72,7 @@ def up(
       spark-launch up cluster.yaml --dry-run
       spark-launch up cluster.yaml --replace --timeout 1800
       spark-launch up cluster.yaml --drop-caches
+      spark-launch up cluster.yaml --locked
       spark-launch up cluster.yaml --skip-check    # not recommended
     """
     from launcher.commands.fleet import up_fleet
@@ -72,6 +80,11 @@ def up(
 
     if dry_run:
         return print_dry_run(spec, deployment)
+    lock = None
+    if locked:
+        from launcher.commands.lockfile import read_lock
+
+        lock = read_lock(spec)
     with open_deployments(spec, ssh_config, deployment) as chosen:
         values = secret_values(chosen.fleet.deployments[0].spec.secrets)
         result = up_fleet(
@@ -85,6 +98,7 @@ def up(
                 probe=not no_probe,
                 fresh=fresh,
                 drop_caches=drop_caches,
+                locked=lock,
             ),
             Printer(),
         )

@@ -76,10 +76,9 @@ def up_fleet(
             drop_caches(
                 deployments.clusters[name], Prefixed(reporter, name) if deployments.fleet.multi else reporter
             )
-    if options.check and starting:
-        _check_together(deployments, starting, options, reporter)
+    reports = _check_together(deployments, starting, options, reporter) if options.check and starting else {}
     try:
-        return _start_all(deployments, secret_values, options, reporter, starting)
+        return _start_all(deployments, secret_values, options, reporter, reports)
     except KeyboardInterrupt:
         reporter.info("interrupted: stopping what was started")
         for name in starting:
@@ -94,7 +93,7 @@ def _start_all(
     secret_values: dict[str, str],
     options: UpOptions,
     reporter: Reporter,
-    starting: list[str],
+    reports: dict[str, Report],
 ) -> FleetUp:
     board = Board(reporter)
     say = board.reporter if deployments.fleet.multi else (lambda _: reporter)  # one: as it always said
@@ -104,7 +103,7 @@ def _start_all(
         endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
         outcomes = each(
             deployments,
-            lambda n, c: up(c, secret_values, checked_options, say(n), checked=n in starting),
+            lambda n, c: up(c, secret_values, checked_options, say(n), checked=reports.get(n)),
         )
         url = endpoint.result()
     failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
@@ -131,9 +130,10 @@ def _not_running(deployments: Deployments) -> list[str]:
 
 def _check_together(
     deployments: Deployments, starting: list[str], options: UpOptions, reporter: Reporter
-) -> None:
+) -> dict[str, Report]:
     """Every deployment to start is checked (its nodes alike); then what they claim of each node's
-    memory together. NodesDisagree, before anything starts, when one fails or a node is over."""
+    memory together. NodesDisagree, before anything starts, when one fails or a node is over;
+    else each deployment's report."""
     reporter.info(f"checking the nodes of {', '.join(starting)}")
     reports = {
         n: run_check(deployments.clusters[n], probe=options.probe, fresh=options.fresh) for n in starting
@@ -142,6 +142,7 @@ def _check_together(
     if not merged.ok:
         raise NodesDisagree(merged)
     reporter.info(check_summary(merged))
+    return reports
 
 
 def merge_reports(reports: dict[str, Report]) -> Report:

@@ -35,6 +35,9 @@ class Report:
 
     nodes: tuple[str, ...]
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    facts: Mapping[str, dict[str, Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # as reported
     memory: Mapping[str, Budget] = field(default_factory=dict)  # each node's, when it was weighed
 
     @property
