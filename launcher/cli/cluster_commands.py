@@ -1,16 +1,13 @@
-"""Commands that reach the nodes: check, up, down, status, logs, verify."""
+"""Commands that start and stop the cluster, and the check before: check, up, down."""
 
 from __future__ import annotations
 
-import json
-import time
-
 import click
 
-from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, open_deployments, secret_values
-from launcher.cli.fleet_output import all_serve, print_dry_run, up_said
+from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, open_deployments, screen, secret_values
+from launcher.cli.fleet_output import down_said, print_dry_run, up_said
 from launcher.cli.progress import Printer
-from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.errors import ExitStatus
 
 
 @click.command()
@@ -28,10 +25,10 @@ from launcher.errors import ExitStatus, SparkLaunchError
 @click.option(
     "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
 )
-@DEPLOYMENT
 @click.option(
     "--locked", is_flag=True, help="Refuse to start when a node differs from SPEC.lock (`spark-launch lock`)."
 )
+@DEPLOYMENT
 @JSON
 def up(
     spec: str,
@@ -70,6 +67,7 @@ def up(
     Examples:
       spark-launch up configs/demo.yaml
       spark-launch up cluster.yaml --dry-run
+      spark-launch up cluster.yaml --dry-run --json | jq '.nodes[0].calls[].command'
       spark-launch up cluster.yaml --replace --timeout 1800
       spark-launch up cluster.yaml --drop-caches
       spark-launch up cluster.yaml --locked
@@ -79,13 +77,15 @@ def up(
     from launcher.commands.up import UpOptions
 
     if dry_run:
-        return print_dry_run(spec, deployment)
+        return print_dry_run(spec, deployment, as_json)
     lock = None
     if locked:
         from launcher.commands.lockfile import read_lock
 
         lock = read_lock(spec)
     with open_deployments(spec, ssh_config, deployment) as chosen:
+        for cluster in chosen.clusters.values():
+            cluster.require_all("nothing was started")
         values = secret_values(chosen.fleet.deployments[0].spec.secrets)
         result = up_fleet(
             chosen,
@@ -102,7 +102,7 @@ def up(
             ),
             Printer(),
         )
-    return up_said(result, chosen.fleet.multi, as_json)
+    return up_said(result, chosen.fleet.multi or chosen.endpoint is not None, as_json)
 
 
 @click.command()
@@ -163,7 +163,7 @@ def check(
         return report.exit_status
     if not report.ok:
         raise NodesDisagree(report)
-    click.echo(check_text(report))
+    click.echo(check_text(report, screen()))
     return ExitStatus.OK
 
 
@@ -174,7 +174,10 @@ def check(
     "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
 )
 @DEPLOYMENT
-def down(spec: str, ssh_config: str | None, grace: float, deployment: str | None) -> ExitStatus:
+@JSON
+def down(
+    spec: str, ssh_config: str | None, grace: float, deployment: str | None, as_json: bool
+) -> ExitStatus:
     """Stop the cluster on every node, and check nothing of ours is left.
 
     \b
@@ -182,164 +185,16 @@ def down(spec: str, ssh_config: str | None, grace: float, deployment: str | None
     SIGKILL after --grace), found by a marker in their environment: never a process that
     is not ours. Docker runtime: stops and removes every container labelled
     spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
-    after a crash.
+    after a crash. Exit 0 when nothing of ours is left, 1 when a process survived SIGKILL, 4
+    when a node could not be reached (the others are stopped; every such node is named).
 
     \b
-    Example:
+    Examples:
       spark-launch down configs/demo.yaml
+      spark-launch down cluster.yaml --json | jq .clean
     """
     from launcher.commands.fleet import down_fleet
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
-        down_fleet(chosen, grace, Printer())
-    return ExitStatus.OK
-
-
-@click.command()
-@SPEC
-@SSH_CONFIG
-@click.option(
-    "--deadline", type=float, default=30, show_default=True, help="Seconds a 1-token completion may take."
-)
-@click.option("--no-watchdog", is_flag=True, help="Only the nodes and /health: no completion, no /metrics.")
-@click.option("-w", "--watch", is_flag=True, help="Refresh until Ctrl-C (in place on a terminal).")
-@click.option(
-    "--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch)."
-)
-@DEPLOYMENT
-@JSON
-def status(
-    spec: str,
-    ssh_config: str | None,
-    deployment: str | None,
-    deadline: float,
-    no_watchdog: bool,
-    watch: bool,
-    every: float,
-    as_json: bool,
-) -> ExitStatus:
-    """Show every node (running, pid, since when, which plan) and whether the head really serves.
-
-    \b
-    The plan is a hash of the rendered commands: a node running another plan than the
-    spec's (drift) is flagged. /health alone stays 200 on a wedged engine (a tensor-
-    parallel rank frozen), so the watchdog also sends a 1-token completion that must
-    finish within --deadline, and reads the engine's counters on /metrics before and after
-    (requests running and waiting, tokens generated):
-      SERVING  the completion finished in time (or the engine is busy but generating)
-      WEDGED   /health is 200, but nothing finished within the deadline and no token was
-               generated meanwhile
-      DOWN     a rank is not running, /health is not 200, or the completion failed
-    Exit 0 when the cluster runs the spec's plan and serves, 1 otherwise. --watch refreshes
-    every --every seconds: redrawn in place on a terminal, one line per refresh when piped
-    (with --json, one JSON document per line).
-
-    \b
-    Examples:
-      spark-launch status configs/demo.yaml
-      spark-launch status cluster.yaml --json | jq .serving.state
-      spark-launch status cluster.yaml --watch --deadline 10
-    """
-    from launcher.commands.fleet import status_fleet
-    from launcher.commands.status import status as look
-    from launcher.core.reports import fleet_status_text, status_text
-
-    with open_deployments(spec, ssh_config, deployment) as chosen:
-        if watch and len(chosen.clusters) == 1:
-            from launcher.cli.status_watch import watch_status
-
-            return watch_status(next(iter(chosen.clusters.values())), deadline, every, as_json)
-        if watch:
-            raise SparkLaunchError("status --watch follows one deployment", "name it with --deployment NAME")
-        if not chosen.fleet.multi and chosen.endpoint is None:
-            (cluster,) = chosen.clusters.values()
-            result = look(cluster, None if no_watchdog else deadline)
-            click.echo(
-                json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time())
-            )
-            serves = result.serving is None or result.serving.serving
-            return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
-        found = status_fleet(chosen, None if no_watchdog else deadline)
-    click.echo(json.dumps(found, indent=2) if as_json else fleet_status_text(found, time.time()))
-    return ExitStatus.OK if all_serve(found) else ExitStatus.FAILURE
-
-
-@click.command()
-@SPEC
-@SSH_CONFIG
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
-@click.option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
-@click.option(
-    "-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first."
-)
-@DEPLOYMENT
-@click.option("--endpoint", "of_endpoint", is_flag=True, help="The endpoint's log (on the head node).")
-def logs(
-    spec: str,
-    ssh_config: str | None,
-    follow: bool,
-    nodes: tuple[str, ...],
-    lines: int,
-    deployment: str | None,
-    of_endpoint: bool,
-) -> ExitStatus:
-    """Print the nodes' logs of the current run, each line prefixed by its node.
-
-    \b
-    With several deployments each line is prefixed by deployment/node; --deployment NAME
-    shows one, --endpoint the endpoint's.
-
-    \b
-    Examples:
-      spark-launch logs configs/demo.yaml -n 100
-      spark-launch logs cluster.yaml -f --node spark-2
-      spark-launch logs configs/demo-multi.yaml --deployment small
-    """
-    from launcher.commands.logs import fleet_logs
-
-    with open_deployments(spec, ssh_config, deployment) as chosen:
-        known = {n for c in chosen.clusters.values() for n in c.names}
-        unknown = [n for n in nodes if n not in known]
-        if unknown:
-            raise SparkLaunchError(
-                f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(sorted(known))}"
-            )
-        if of_endpoint and chosen.endpoint is None:
-            raise SparkLaunchError(f"{spec} has no endpoint", "add an endpoint: section")
-        fleet_logs(chosen, set(nodes), lines, follow, click.echo, of_endpoint)
-    return ExitStatus.OK
-
-
-@click.command()
-@SPEC
-@SSH_CONFIG
-@DEPLOYMENT
-@JSON
-def verify(spec: str, ssh_config: str | None, deployment: str | None, as_json: bool) -> ExitStatus:
-    """Prove the running cluster works: a completion, and prefix-cache hits that grow.
-
-    \b
-    Through the head's SSH connection: /v1/models, one completion, then (when the plan
-    has prefix caching on) the same fresh prompt of more than one block sent up to three
-    times, until vllm:prefix_cache_hits_total on /metrics grows by whole blocks. Prints
-    vllm:cache_config_info as the running server sees it. Exit 1 if a check fails.
-
-    \b
-    Example:
-      spark-launch verify configs/demo.yaml
-    """
-    from launcher.commands.fleet import verify_fleet
-    from launcher.core.reports import verify_text
-
-    with open_deployments(spec, ssh_config, deployment) as chosen:
-        results = verify_fleet(chosen)
-        multi = chosen.fleet.multi
-    if not multi:
-        (result,) = results.values()
-        click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
-        return ExitStatus.OK if result.ok else ExitStatus.FAILURE
-    if as_json:
-        click.echo(json.dumps({n: r.as_dict() for n, r in results.items()}, indent=2))
-    else:
-        click.echo("\n".join(f"== deployment {n}\n{verify_text(r)}" for n, r in results.items()))
-    return ExitStatus.OK if all(r.ok for r in results.values()) else ExitStatus.FAILURE
+        results = down_fleet(chosen, grace, Printer())
+        return down_said(chosen, results, as_json)

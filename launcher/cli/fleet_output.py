@@ -10,7 +10,8 @@ import click
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import FleetUp
+    from launcher.commands.fleet import Deployments, FleetUp
+    from launcher.core.serving.state import DownResult
 
 
 def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
@@ -35,17 +36,49 @@ def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
     return ExitStatus.OK
 
 
-def print_dry_run(spec: str, deployment: str | None) -> ExitStatus:
+def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatus:
     """`up --dry-run`: what `up` sends to each node of each chosen deployment."""
     from launcher.core.remote import dry_run_calls
-    from launcher.core.views import dry_run_text, endpoint_text
+    from launcher.core.views import dry_run_json, dry_run_text, endpoint_dict, endpoint_text
     from launcher.load import plan_fleet
 
     fleet = plan_fleet(spec)
-    for d in fleet.select(deployment):
+    chosen = fleet.select(deployment)
+    endpoint = fleet.endpoint if deployment is None else None
+    if as_json:
+        docs = [json.loads(dry_run_json(d.plan, dry_run_calls(d.spec, d.plan))) for d in chosen]
+        if not fleet.multi and endpoint is None:
+            click.echo(json.dumps(docs[0], indent=2))
+        else:
+            named = [{"deployment": d.name, **doc} for d, doc in zip(chosen, docs, strict=True)]
+            end = {"endpoint": endpoint_dict(endpoint)} if endpoint else {}
+            click.echo(json.dumps({"cluster": fleet.name, "deployments": named, **end}, indent=2))
+        return ExitStatus.OK
+    for d in chosen:
         click.echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan)))
-    if fleet.endpoint is not None and deployment is None:
-        click.echo("\n" + endpoint_text(fleet.endpoint))
+    if endpoint is not None:
+        click.echo("\n" + endpoint_text(endpoint))
+    return ExitStatus.OK
+
+
+def down_said(chosen: Deployments, results: dict[str, DownResult], as_json: bool) -> ExitStatus:
+    """What `down` left (JSON on request); exit 4 naming each node not reached, 1 when a process
+    survived SIGKILL."""
+    from launcher.core.reports import down_json
+
+    if as_json:
+        docs = {n: json.loads(down_json(chosen.clusters[n].spec.name, r)) for n, r in results.items()}
+        click.echo(json.dumps(next(iter(docs.values())) if not chosen.fleet.multi else docs, indent=2))
+    if any(r.unreachable for r in results.values()):
+        if as_json:
+            return ExitStatus.UNREACHABLE
+        for name, result in results.items():
+            if result.unreachable:
+                chosen.clusters[name].require_all("stopped on the others, not there")
+    if not all(r.clean for r in results.values()):
+        if as_json:
+            return ExitStatus.FAILURE
+        raise SparkLaunchError("some processes survived SIGKILL", "look at them with ps on the node")
     return ExitStatus.OK
 
 

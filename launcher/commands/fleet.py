@@ -19,12 +19,11 @@ from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.commands.stopping import stop_reachable
 from launcher.commands.up import Interrupted, UpOptions, UpResult, up
-from launcher.commands.verify import verify
 from launcher.core.checks import Report
 from launcher.core.checks.memory import shared_memory_row
 from launcher.core.fleet import Fleet
 from launcher.core.reports import check_summary
-from launcher.core.serving.state import ClusterStatus, DownResult, Verification
+from launcher.core.serving.state import ClusterStatus, DownResult
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 
@@ -172,7 +171,11 @@ def down_fleet(deployments: Deployments, grace: float, reporter: Reporter) -> di
             cluster, grace, Prefixed(reporter, name) if deployments.fleet.multi else reporter
         )
     if deployments.endpoint is not None and deployments.whole:
-        answer = stop_endpoint(deployments.endpoint, grace)
+        try:
+            answer = stop_endpoint(deployments.endpoint, grace)
+        except SparkLaunchError as exc:
+            reporter.info(f"endpoint: not stopped: {exc.message}")
+            return results
         reporter.info(
             f"endpoint on {deployments.endpoint.plan.node.name}: stopped {answer.get('found', 0)} process(es)"
         )
@@ -194,11 +197,6 @@ def status_fleet(deployments: Deployments, deadline: float | None) -> dict[str, 
     if deployments.endpoint is not None:
         out["endpoint"] = endpoint_status(deployments.endpoint)
     return out
-
-
-def verify_fleet(deployments: Deployments) -> dict[str, Verification]:
-    """`verify` of each chosen deployment, one after the other (each sends its own prompts)."""
-    return {name: verify(cluster) for name, cluster in deployments.clusters.items()}
 
 
 class Prefixed:
