@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 MARKER = "SPARK_LAUNCH_RUN"
@@ -47,10 +48,21 @@ def take_json(path: str) -> Any:
 
 def write_json(path: str, data: Any) -> None:
     """Replace a JSON file atomically."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(data))
+
+
+def replace_file(path: str, text: str) -> None:
+    """Replace a file atomically, through a temporary file beside it that no one can guess or
+    plant (created exclusively, mode 0600): a reader sees the old content or the new."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".spark-launch-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_text(path: str | None) -> str | None:
