@@ -79,7 +79,8 @@ class UpResult:
 
 def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
     """Start the plan on every node and wait until the head serves (or fail cleanly)."""
-    with cluster.locked("up"):
+    run_id = new_run_id()
+    with cluster.locked("up", run_id):
         existing = _running(cluster)
         if existing:
             digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
@@ -103,7 +104,7 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
         if options.drop_caches:
             drop_caches(cluster, reporter)
         _check_first(cluster, options, reporter)
-        return _start_and_wait(cluster, secret_values, options, reporter)
+        return _start_and_wait(cluster, secret_values, options, reporter, run_id)
 
 
 def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> None:
@@ -136,9 +137,8 @@ def _raise_first(results: dict[str, Any]) -> None:
 
 
 def _start_and_wait(
-    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter
+    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter, run_id: str
 ) -> UpResult:
-    run_id = new_run_id()
     began = time.monotonic()
     reporter.info(
         f"starting {cluster.spec.name} (plan {cluster.plan.digest}, run {run_id}) "

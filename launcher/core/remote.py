@@ -101,9 +101,10 @@ def logs_call(directory: str, lines: int, follow: bool) -> Call:
     return script("logs", directory, str(lines), *(["follow"] if follow else []))
 
 
-def lock_call(directory: str, holder: dict[str, Any]) -> Call:
-    """Take the cluster lock (kept beside this node's run directory)."""
-    return script("lock", directory, "take", json.dumps(holder))
+def lock_call(directory: str, holder: dict[str, Any], stale: str | None = None) -> Call:
+    """Take the cluster lock (kept beside this node's run directory); with `stale`, break it
+    in the same step if the holder with that token still has it."""
+    return script("lock", directory, "take", json.dumps(holder), *([stale] if stale else []))
 
 
 def unlock_call(directory: str, token: str) -> Call:
