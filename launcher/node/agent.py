@@ -14,8 +14,8 @@ from launcher.node.scripts import bundle
 
 
 def stdin_of(call: Call) -> str | None:
-    """What the call's stdin gets: its script's source, or its data."""
-    return bundle(call.script) if call.script else call.data
+    """What the call's stdin gets: its script's source (after its data, if any), or its data."""
+    return (call.data or "") + bundle(call.script) if call.script else call.data
 
 
 class Agent:
