@@ -25,6 +25,14 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
+def printable(text: str) -> str:
+    """`text` for a terminal: lines and tabs kept, every other control or unprintable character
+    escaped (a node's log or error may hold terminal escape sequences)."""
+    if text.isprintable():
+        return text
+    return "\n".join("\t".join(one_line(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
 class SparkLaunchError(Exception):
     """Base of every error a user may see: a message, a hint, an exit status."""
 

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster, secret_values
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -73,7 +73,7 @@ def up(
         from launcher.load import plan_file
 
         planned_spec, plan = plan_file(spec)
-        click.echo(dry_run_text(plan, dry_run_calls(planned_spec, plan)))
+        echo(dry_run_text(plan, dry_run_calls(planned_spec, plan)))
         return ExitStatus.OK
     with open_cluster(spec, ssh_config) as cluster:
         values = secret_values(cluster.spec.secrets)
@@ -91,7 +91,7 @@ def up(
             ),
             Printer(),
         )
-    click.echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
+    echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
     return ExitStatus.OK
 
 
@@ -144,11 +144,11 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
     with open_cluster(spec, ssh_config) as cluster:
         report = run_check(cluster, probe=not no_probe, fresh=fresh)
     if as_json:
-        click.echo(check_json(report))
+        echo(check_json(report))
         return report.exit_status
     if not report.ok:
         raise NodesDisagree(report)
-    click.echo(check_text(report))
+    echo(check_text(report))
     return ExitStatus.OK
 
 
@@ -231,7 +231,7 @@ def status(
 
             return watch_status(cluster, deadline, every, as_json)
         result = look(cluster, None if no_watchdog else deadline)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
+    echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
     serves = result.serving is None or result.serving.serving
     return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
 
@@ -286,5 +286,5 @@ def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
 
     with open_cluster(spec, ssh_config) as cluster:
         result = prove(cluster)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
+    echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
     return ExitStatus.OK if result.ok else ExitStatus.FAILURE

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.errors import SparkLaunchError
+from launcher.errors import SparkLaunchError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
     from launcher.node.cluster import Cluster
@@ -23,6 +23,11 @@ SSH_CONFIG = click.option(
     help="ssh_config file to use (default: the spec's ssh_config, else ~/.ssh/config).",
 )
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
+
+
+def echo(text: str, err: bool = False, nl: bool = True) -> None:
+    """Print text that may hold what nodes said: control characters escaped, lines kept."""
+    click.echo(printable(text), err=err, nl=nl)
 
 
 @contextmanager

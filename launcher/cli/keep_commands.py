@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from launcher import __version__
-from launcher.cli.common import SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import SPEC, SSH_CONFIG, echo, open_cluster, secret_values
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
@@ -133,7 +133,7 @@ def supervise(
             stopped = keep(cluster, values, options, _sink(log, printer), printer)
     if received and received[0] == "SIGTERM":
         return ExitStatus.OK
-    click.echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
+    echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
     return ExitStatus.INTERRUPTED
 
 
@@ -181,7 +181,7 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) 
         files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"
     size = write_bundle(files, out, f"spark-launch-diagnose-{name}-{stamp}")
-    click.echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
+    echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
     return ExitStatus.OK
 
 

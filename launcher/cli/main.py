@@ -16,6 +16,7 @@ from launcher.cli import (
     spec_commands,
     sync_commands,
 )
+from launcher.cli.common import echo
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -78,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except SparkLaunchError as exc:
-        click.echo(f"spark-launch: {exc.render()}" if exc.prefixed else exc.render(), err=True)
+        echo(f"spark-launch: {exc.render()}" if exc.prefixed else exc.render(), err=True)
         sys.exit(exc.exit_status)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -86,6 +87,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitStatus.BAD_SPEC if isinstance(exc, click.UsageError) else ExitStatus.FAILURE)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("interrupted", err=True)
+        echo("interrupted", err=True)
         sys.exit(ExitStatus.INTERRUPTED)
     sys.exit(int(status) if isinstance(status, int) else ExitStatus.OK)

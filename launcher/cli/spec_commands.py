@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC
+from launcher.cli.common import SPEC, echo
 from launcher.errors import ExitStatus
 
 
@@ -30,7 +30,7 @@ def plan(spec: str, as_json: bool) -> ExitStatus:
     from launcher.load import plan_file
 
     _, result = plan_file(spec)
-    click.echo(plan_json(result) if as_json else plan_text(result))
+    echo(plan_json(result) if as_json else plan_text(result))
     return ExitStatus.OK
 
 
@@ -52,7 +52,7 @@ def validate(spec: str) -> ExitStatus:
 
     _, result = plan_file(spec)
     summary = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
-    click.echo(f"{one_line(spec)}: ok ({summary})")
+    echo(f"{one_line(spec)}: ok ({summary})")
     return ExitStatus.OK
 
 
@@ -67,5 +67,5 @@ def schema() -> ExitStatus:
     """
     from launcher.core.spec.sections import spec_schema
 
-    click.echo(json.dumps(spec_schema(), indent=2))
+    echo(json.dumps(spec_schema(), indent=2))
     return ExitStatus.OK
