@@ -80,7 +80,7 @@ def test_a_hugging_face_snapshot_is_a_model_by_its_blobs_content(tmp_path: Path)
     snapshot, contents = hf_snapshot(tmp_path / "hub")
     m = Manifest.of(manifest(snapshot, tmp_path / "home"))
     assert m.files == {rel: FileEntry(len(data), sha(data)) for rel, data in contents.items()}
-    assert m.links == {} and m.refused == {} and missing_parts(m) == []
+    assert m.links == {} and m.refused == {} and missing_parts(m) == [] and m.snapshot
 
 
 def test_a_link_inside_the_model_is_kept_as_a_link_and_not_walked(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_a_link_inside_the_model_is_kept_as_a_link_and_not_walked(tmp_path: Path
     m = Manifest.of(manifest(tmp_path / "m", tmp_path / "home"))
     assert m.links == {"again": "sub", "alias.json": "config.json", "sub/up": "../tokenizer.json"}
     assert sorted(m.files) == ["config.json", "model.safetensors", "sub/a.bin", "tokenizer.json"]
-    assert m.refused == {} and missing_parts(m) == []
+    assert m.refused == {} and missing_parts(m) == [] and not m.snapshot
 
 
 def test_links_out_of_the_model_are_refused_and_named_never_followed(tmp_path: Path) -> None:

@@ -69,6 +69,7 @@ class Manifest:
     mtimes: Mapping[str, int] = field(default_factory=dict)  # whole seconds; not part of identity
     links: Mapping[str, str] = field(default_factory=dict)  # kept as links: path -> target
     refused: Mapping[str, str] = field(default_factory=dict)  # neither read nor copied: path -> why
+    snapshot: bool = False  # a Hugging Face cache snapshot: its files are links into its blobs
 
     @classmethod
     def of(cls, answer: Mapping[str, Any]) -> Manifest:
@@ -86,6 +87,7 @@ class Manifest:
             mtimes={rel: int(t) for rel, t in answer.get("mtimes", {}).items()},
             links={str(rel): str(t) for rel, t in answer.get("links", {}).items()},
             refused={str(rel): str(why) for rel, why in answer.get("refused", {}).items()},
+            snapshot=answer.get("snapshot") is True,
             room=Room(
                 int(room["free"]),
                 int(room["block"]),

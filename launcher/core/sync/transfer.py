@@ -135,14 +135,20 @@ def remote_target(address: str, ssh: str, path: str) -> str:
     return f"{host}:{path.rstrip('/')}/"
 
 
-def rsync_argv(source_path: str, destination: str, bwlimit_kib: int | None = None) -> tuple[str, ...]:
-    """The rsync the source runs: the listed files (NUL-separated on stdin), continued where they stopped."""
+def rsync_argv(
+    source_path: str, destination: str, bwlimit_kib: int | None = None, snapshot: bool = False
+) -> tuple[str, ...]:
+    """The rsync the source runs: the listed files (NUL-separated on stdin), continued where they stopped.
+
+    A link inside the model is copied as a link. A link out of it is copied as its content only
+    for a Hugging Face snapshot (`snapshot`: its files are links into its blobs, the only such
+    links its manifest lists); any other model's links out are skipped, even one swapped in
+    after its manifest was taken, so nothing outside a model is ever read for a copy.
+    """
     return (
         "rsync",
-        "--archive",  # modes and times
-        # a link out of the model (a Hugging Face snapshot's, into its blobs: the only kind the
-        # manifest lists) as its content; a link inside as a link
-        "--copy-unsafe-links",
+        "--archive",  # modes and times; links as links
+        "--copy-unsafe-links" if snapshot else "--safe-links",
         "--append-verify",  # continue a shorter file, then check all of it
         "--from0",
         "--files-from=-",

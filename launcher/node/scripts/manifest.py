@@ -161,6 +161,7 @@ def manifest(root: str) -> dict[str, Any]:
         "mtimes": {rel: int(files[rel].st_mtime) for rel in sorted(sha)},
         "links": dict(sorted(tree.links.items())),
         "refused": dict(sorted(tree.refused.items())),
+        "snapshot": bool(tree.through),
         "indexes": indexes(tree),
         "unreadable": sorted(unreadable + tree.unlisted),
         "hashed_bytes": hashed_bytes,
