@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import socket
 import stat
 import sys
 import threading
@@ -48,8 +49,19 @@ def cache_path(root: str) -> str | None:
         folder = os.path.join(folder, part)
         if not private_dir(folder):
             return None
-    tag = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:16]
+    tag = hashlib.sha256(directory_identity(root).encode()).hexdigest()[:16]
     return os.path.join(folder, tag + ".json")
+
+
+def directory_identity(root: str) -> str:
+    """The model directory as this node knows it: its real path, its device and inode, the host.
+    Nodes sharing one home (NFS, or namespaces on one machine) keep caches apart that way."""
+    try:
+        st = os.stat(root)
+        where = f"{st.st_dev}:{st.st_ino}"
+    except OSError:
+        where = "?"
+    return "\0".join([os.path.realpath(root), where, socket.gethostname()])
 
 
 def private_dir(path: str) -> bool:
