@@ -144,6 +144,7 @@ def test_no_command_the_launcher_builds_carries_a_secret_or_an_env_value(runtime
             remote.status_call(where, 0),
             remote.stop_call(where, 5, runtime == "docker"),
             remote.gather_call(where, {"lines": 5, "secrets": list(values)}),
+            remote.stacks_call(where, {"lines": 5}),
             remote.facts_call(where, {"model": spec.model.path}),
             *remote.dry_run_calls(spec, plan)[node.name],
         ]
