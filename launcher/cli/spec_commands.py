@@ -49,7 +49,7 @@ def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
         from launcher.load import compare_file
 
         comparison = compare_file(spec, release)
-        click.echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
+        echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
         return ExitStatus.OK
     _, result = plan_file(spec)
     echo(plan_json(result) if as_json else plan_text(result))
