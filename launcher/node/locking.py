@@ -69,11 +69,15 @@ def holder_is_stale(holder: dict[str, Any]) -> bool:
     pid = holder.get("pid")
     if holder.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
         return False
-    now = process_start(pid)
-    if now is None:
+    try:
+        os.kill(pid, 0)  # answers for every user's process, even where /proc hides them
+    except ProcessLookupError:
         return True
+    except PermissionError:
+        pass
+    now = process_start(pid)  # None: alive but unreadable here, so not provably gone
     started = holder.get("started")
-    return isinstance(started, str) and started != now  # the pid now names another process
+    return now is not None and isinstance(started, str) and started != now  # the pid was reused
 
 
 def busy(cluster: str, head: str, other: dict[str, Any]) -> ClusterBusy:
