@@ -12,7 +12,7 @@ import click
 
 from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.cli.progress import Printer
-from launcher.errors import ExitStatus
+from launcher.errors import ExitStatus, printable
 
 if TYPE_CHECKING:
     from launcher.core.sync.transfer import CopyProgress
@@ -110,7 +110,7 @@ class TransferPrinter:
         """A line of text (above the live lines)."""
         with self.lock:
             self._erase()
-            self.stream.write(text + "\n")
+            self.stream.write(printable(text) + "\n")  # may quote a node: escapes shown, not obeyed
             self._draw()
 
     def progress(self, node: str, progress: CopyProgress) -> None:
