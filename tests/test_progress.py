@@ -114,3 +114,12 @@ def test_the_cli_prints_only_through_the_escaping_echo() -> None:
     cli = Path(__file__).parent.parent / "launcher" / "cli"
     raw = [p.name for p in cli.glob("*.py") if p.name != "common.py" and "click.echo(" in p.read_text()]
     assert raw == []
+
+
+def test_the_launchers_own_marks_pass_and_no_other_escape_does() -> None:
+    from launcher.core.terminal import STYLES, Screen
+    from launcher.errors import printable
+
+    marked = "".join(Screen(80, color=True).paint(style, style) for style in STYLES)
+    assert printable(marked) == marked  # every style core/terminal.py paints, and its reset
+    assert printable("\x1b[8mhidden\x1b[0m\x1b[1A") == "\\x1b[8mhidden\x1b[0m\\x1b[1A"
