@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, screen, secret_values
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster, screen, secret_values
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -82,7 +82,7 @@ def up(
 
         planned_spec, plan = plan_file(spec)
         calls = dry_run_calls(planned_spec, plan)
-        click.echo(dry_run_json(plan, calls) if as_json else dry_run_text(plan, calls))
+        echo(dry_run_json(plan, calls) if as_json else dry_run_text(plan, calls))
         return ExitStatus.OK
     lock = None
     if locked:
@@ -107,7 +107,7 @@ def up(
             ),
             Printer(),
         )
-    click.echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
+    echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
     return ExitStatus.OK
 
 
@@ -160,11 +160,11 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
     with open_cluster(spec, ssh_config) as cluster:
         report = run_check(cluster, probe=not no_probe, fresh=fresh)
     if as_json:
-        click.echo(check_json(report))
+        echo(check_json(report))
         return report.exit_status
     if not report.ok:
         raise NodesDisagree(report)
-    click.echo(check_text(report, screen()))
+    echo(check_text(report, screen()))
     return ExitStatus.OK
 
 
@@ -179,8 +179,9 @@ def down(spec: str, ssh_config: str | None, grace: float, as_json: bool) -> Exit
     """Stop the cluster on every node, and check nothing of ours is left.
 
     \b
-    Stops every process group spark-launch started for this cluster (SIGTERM, then
-    SIGKILL after --grace), found by a marker in their environment: never a process that
+    Stops every process spark-launch started for this cluster (SIGTERM, then SIGKILL
+    after --grace), found by each run's session, which no process leaves by dropping a
+    variable (vLLM's workers drop the marker) or changing its group: never a process that
     is not ours. Docker runtime: stops and removes every container labelled
     spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
     after a crash. Exit 0 when nothing of ours is left, 1 when a process survived SIGKILL, 4
@@ -197,7 +198,7 @@ def down(spec: str, ssh_config: str | None, grace: float, as_json: bool) -> Exit
     with open_cluster(spec, ssh_config) as cluster:
         result = stop(cluster, grace, Printer())
         if as_json:
-            click.echo(down_json(cluster.spec.name, result))
+            echo(down_json(cluster.spec.name, result))
         if result.unreachable:
             if as_json:
                 return ExitStatus.UNREACHABLE

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def status(
             return watch_status(cluster, deadline, every, as_json)
         result = look(cluster, None if no_watchdog else deadline)
         unreachable = dict(cluster.unreachable)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
+    echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
     serves = result.serving is None or result.serving.serving
     if unreachable:
         _say_unreachable(unreachable, len(result.nodes), "its status is unknown")
@@ -111,12 +111,12 @@ def logs(
         wanted = list(nodes) or cluster.names
         for name in wanted:
             if name in cluster.unreachable:
-                click.echo(f"spark-launch: {cluster.unreachable[name].render()}", err=True)
+                echo(f"spark-launch: {cluster.unreachable[name].render()}", err=True)
         shown = [n for n in wanted if n not in cluster.unreachable]
         width = max(map(len, shown), default=0)
 
         def emit(node: str, line: str) -> None:
-            click.echo(json.dumps({"node": node, "line": line}) if as_json else f"{node:>{width}} | {line}")
+            echo(json.dumps({"node": node, "line": line}) if as_json else f"{node:>{width}} | {line}")
 
         show(cluster, shown, lines, follow, emit)
         return ExitStatus.UNREACHABLE if len(shown) < len(wanted) else ExitStatus.OK
@@ -146,7 +146,7 @@ def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
     with open_cluster(spec, ssh_config) as cluster:
         result = prove(cluster)
         unreachable = dict(cluster.unreachable)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
+    echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
     if unreachable:
         _say_unreachable(unreachable, len(cluster.names), "not verified there")
         return ExitStatus.UNREACHABLE
@@ -157,4 +157,4 @@ def _say_unreachable(errors: dict[str, NodeError], total: int, consequence: str)
     """Every node that could not be reached, with its reason and hint, on stderr."""
     from launcher.node.cluster import Unreachable
 
-    click.echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)
+    echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)

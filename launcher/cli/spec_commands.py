@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC, screen
+from launcher.cli.common import SPEC, echo, screen
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -49,10 +49,10 @@ def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
         from launcher.load import compare_file
 
         comparison = compare_file(spec, release)
-        click.echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
+        echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
         return ExitStatus.OK
     _, result = plan_file(spec)
-    click.echo(plan_json(result) if as_json else plan_text(result, screen()))
+    echo(plan_json(result) if as_json else plan_text(result, screen()))
     return ExitStatus.OK
 
 
@@ -83,14 +83,14 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
         if not as_json:
             raise
         problems = exc.as_dicts() if isinstance(exc, SpecError) else [_whole_file(exc)]
-        click.echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
+        echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
         return exc.exit_status
     if as_json:
         summary = {"nodes": len(result.nodes), "vllm_version": result.vllm_version, "plan": result.digest}
-        click.echo(json.dumps({"file": spec, "ok": True, **summary, "problems": []}, indent=2))
+        echo(json.dumps({"file": spec, "ok": True, **summary, "problems": []}, indent=2))
         return ExitStatus.OK
     summary_text = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
-    click.echo(f"{one_line(spec)}: ok ({summary_text})")
+    echo(f"{one_line(spec)}: ok ({summary_text})")
     return ExitStatus.OK
 
 
@@ -126,5 +126,5 @@ def schema(release: str | None) -> ExitStatus:
 
     if release is not None and release not in known_versions():
         raise click.BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
-    click.echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
+    echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
     return ExitStatus.OK

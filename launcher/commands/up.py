@@ -27,7 +27,7 @@ from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster, Unreachable
+from launcher.node.cluster import Cluster, Unreachable, new_run_id
 from launcher.node.executor import NodeError
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
@@ -86,7 +86,8 @@ class UpResult:
 
 def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
     """Start the plan on every node and wait until the head serves (or fail cleanly)."""
-    with cluster.locked("up"):
+    run_id = new_run_id()
+    with cluster.locked("up", run_id):
         existing = _running(cluster)
         if existing:
             digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
@@ -115,6 +116,7 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
             report,
             secret_values,
             lambda run: _start_and_wait(cluster, secret_values, options, reporter, run),
+            run_id,
         )
 
 
