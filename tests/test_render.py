@@ -3,6 +3,7 @@ commands on every node except the rank flags, over many generated specs."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -44,9 +45,10 @@ def test_hostile_strings_arrive_as_exactly_one_argument(
     for node in plan.nodes:
         assert through_bash(shell_words(node.argv)) == list(node.argv)
         assert f"--chat-template={value}" in node.argv
-        # The probe's command line carries the env as words of `env`: each arrives whole.
-        words = through_bash(probe_call(spec_of(data), node, "tag").command)
-        assert words[1 : 1 + len(node.env)] == [f"{k}={v}" for k, v in node.env.items()]
+        # The probe's env travels on its stdin, ahead of its source; its argv arrives whole.
+        call = probe_call(spec_of(data), node, "tag")
+        words = through_bash(call.command)
+        assert json.loads((call.data or "").splitlines()[0]) == dict(node.env)
         assert words[-len(node.argv) + 2 :] == list(node.argv[2:])
 
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import click
 
-from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, open_deployments, screen, secret_values
+from launcher.cli.common import (
+    DEPLOYMENT,
+    JSON,
+    SPEC,
+    SSH_CONFIG,
+    echo,
+    open_deployments,
+    screen,
+    secret_values,
+)
 from launcher.cli.fleet_output import down_said, print_dry_run, up_said
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
@@ -159,11 +168,11 @@ def check(
         reports = {n: run_check(c, probe=not no_probe, fresh=fresh) for n, c in chosen.clusters.items()}
         report = with_endpoint(merge_reports(reports), chosen)
     if as_json:
-        click.echo(check_json(report))
+        echo(check_json(report))
         return report.exit_status
     if not report.ok:
         raise NodesDisagree(report)
-    click.echo(check_text(report, screen()))
+    echo(check_text(report, screen()))
     return ExitStatus.OK
 
 
@@ -181,8 +190,9 @@ def down(
     """Stop the cluster on every node, and check nothing of ours is left.
 
     \b
-    Stops every process group spark-launch started for this cluster (SIGTERM, then
-    SIGKILL after --grace), found by a marker in their environment: never a process that
+    Stops every process spark-launch started for this cluster (SIGTERM, then SIGKILL
+    after --grace), found by each run's session, which no process leaves by dropping a
+    variable (vLLM's workers drop the marker) or changing its group: never a process that
     is not ours. Docker runtime: stops and removes every container labelled
     spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
     after a crash. Exit 0 when nothing of ours is left, 1 when a process survived SIGKILL, 4

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import click
 
 from launcher.cli.progress import Printer
-from launcher.errors import SparkLaunchError
+from launcher.errors import SparkLaunchError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
     from launcher.commands.fleet import Deployments
@@ -56,6 +56,11 @@ DEPLOYMENT = click.option(
     metavar="NAME",
     help="Only this deployment of the spec (default: every one, and the endpoint).",
 )
+
+
+def echo(text: str, err: bool = False, nl: bool = True) -> None:
+    """Print text that may hold what nodes said: control characters escaped, lines kept."""
+    click.echo(printable(text), err=err, nl=nl)
 
 
 def terminal(stream: TextIO | None = None) -> tuple[int | None, bool]:

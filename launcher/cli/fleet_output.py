@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-import click
-
+from launcher.cli.common import echo
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
@@ -20,17 +19,17 @@ def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
         for failure in result.failed.values():
             raise failure
         (one,) = result.results.values()
-        click.echo(json.dumps(one.__dict__, indent=2) if as_json else one.message)
+        echo(json.dumps(one.__dict__, indent=2) if as_json else one.message)
         return ExitStatus.OK
     if as_json:
         doc = {n: r.__dict__ for n, r in result.results.items()}
         failed = {n: e.render() for n, e in result.failed.items()}
-        click.echo(json.dumps({"deployments": doc, "failed": failed, "endpoint": result.endpoint}, indent=2))
+        echo(json.dumps({"deployments": doc, "failed": failed, "endpoint": result.endpoint}, indent=2))
     else:
         for name, one in result.results.items():
-            click.echo(f"{name}: {one.message}")
+            echo(f"{name}: {one.message}")
         if result.endpoint:
-            click.echo(f"endpoint: {result.endpoint} (every model by its name)")
+            echo(f"endpoint: {result.endpoint} (every model by its name)")
     for name, failure in result.failed.items():
         raise SparkLaunchError(f"deployment {name}: {failure.message}", failure.hint) from failure
     return ExitStatus.OK
@@ -48,16 +47,16 @@ def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatu
     if as_json:
         docs = [json.loads(dry_run_json(d.plan, dry_run_calls(d.spec, d.plan))) for d in chosen]
         if not fleet.multi and endpoint is None:
-            click.echo(json.dumps(docs[0], indent=2))
+            echo(json.dumps(docs[0], indent=2))
         else:
             named = [{"deployment": d.name, **doc} for d, doc in zip(chosen, docs, strict=True)]
             end = {"endpoint": endpoint_dict(endpoint)} if endpoint else {}
-            click.echo(json.dumps({"cluster": fleet.name, "deployments": named, **end}, indent=2))
+            echo(json.dumps({"cluster": fleet.name, "deployments": named, **end}, indent=2))
         return ExitStatus.OK
     for d in chosen:
-        click.echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan)))
+        echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan)))
     if endpoint is not None:
-        click.echo("\n" + endpoint_text(endpoint))
+        echo("\n" + endpoint_text(endpoint))
     return ExitStatus.OK
 
 
@@ -68,7 +67,7 @@ def down_said(chosen: Deployments, results: dict[str, DownResult], as_json: bool
 
     if as_json:
         docs = {n: json.loads(down_json(chosen.clusters[n].spec.name, r)) for n, r in results.items()}
-        click.echo(json.dumps(next(iter(docs.values())) if not chosen.fleet.multi else docs, indent=2))
+        echo(json.dumps(next(iter(docs.values())) if not chosen.fleet.multi else docs, indent=2))
     if any(r.unreachable for r in results.values()):
         if as_json:
             return ExitStatus.UNREACHABLE

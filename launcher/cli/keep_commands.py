@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from launcher import __version__
-from launcher.cli.common import DEPLOYMENT, SPEC, SSH_CONFIG, open_cluster, open_deployments, secret_values
+from launcher.cli.common import (
+    DEPLOYMENT,
+    SPEC,
+    SSH_CONFIG,
+    echo,
+    open_cluster,
+    open_deployments,
+    secret_values,
+)
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
@@ -144,7 +152,7 @@ def supervise(
                 stopped = keep(cluster, values, options, _sink(log, printer), printer)
     if received and received[0] == "SIGTERM":
         return ExitStatus.OK
-    click.echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
+    echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
     return ExitStatus.INTERRUPTED
 
 
@@ -199,9 +207,9 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, 
             p.split("/")[1] for p in files if p.startswith("nodes/") and p.endswith("/error.txt")
         )
         summary = {"bundle": out, "bytes": size, "files": sorted(files), "nodes_failed": missing}
-        click.echo(json.dumps(summary, indent=2))
+        echo(json.dumps(summary, indent=2))
     else:
-        click.echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
+        echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
     return ExitStatus.OK
 
 

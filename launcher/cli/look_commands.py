@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, open_deployments
+from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def status(
         (cluster,) = chosen.clusters.values()
         result = look(cluster, None if no_watchdog else deadline)
         unreachable = dict(cluster.unreachable)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
+    echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
     serves = result.serving is None or result.serving.serving
     if unreachable:
         _say_unreachable(unreachable, len(result.nodes), "its status is unknown")
@@ -93,7 +93,7 @@ def _fleet_status(chosen: Deployments, deadline: float | None, as_json: bool) ->
     from launcher.core.reports import fleet_status_text
 
     found = status_fleet(chosen, deadline)
-    click.echo(json.dumps(found, indent=2) if as_json else fleet_status_text(found, time.time()))
+    echo(json.dumps(found, indent=2) if as_json else fleet_status_text(found, time.time()))
     unreachable = {n: e for c in chosen.clusters.values() for n, e in c.unreachable.items()}
     if unreachable:
         _say_unreachable(
@@ -150,7 +150,7 @@ def logs(
         for d, names in wanted.items():
             for name in (n for n in names if n in chosen.clusters[d].unreachable and n not in said):
                 said.add(name)
-                click.echo(f"spark-launch: {chosen.clusters[d].unreachable[name].render()}", err=True)
+                echo(f"spark-launch: {chosen.clusters[d].unreachable[name].render()}", err=True)
         shown = {
             d: [n for n in names if n not in chosen.clusters[d].unreachable] for d, names in wanted.items()
         }
@@ -158,7 +158,7 @@ def logs(
         width = max(map(len, labels), default=0)
 
         def emit(node: str, line: str) -> None:
-            click.echo(json.dumps({"node": node, "line": line}) if as_json else f"{node:>{width}} | {line}")
+            echo(json.dumps({"node": node, "line": line}) if as_json else f"{node:>{width}} | {line}")
 
         if of_endpoint:
             endpoint_logs(chosen, lines, follow, emit)
@@ -195,11 +195,11 @@ def verify(spec: str, ssh_config: str | None, deployment: str | None, as_json: b
         total = len({n for c in chosen.clusters.values() for n in c.names})
     if not chosen.fleet.multi:
         (result,) = results.values()
-        click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
+        echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
     elif as_json:
-        click.echo(json.dumps({n: r.as_dict() for n, r in results.items()}, indent=2))
+        echo(json.dumps({n: r.as_dict() for n, r in results.items()}, indent=2))
     else:
-        click.echo("\n".join(f"== deployment {n}\n{verify_text(r)}" for n, r in results.items()))
+        echo("\n".join(f"== deployment {n}\n{verify_text(r)}" for n, r in results.items()))
     if unreachable:
         _say_unreachable(unreachable, total, "not verified there")
         return ExitStatus.UNREACHABLE
@@ -210,4 +210,4 @@ def _say_unreachable(errors: dict[str, NodeError], total: int, consequence: str)
     """Every node that could not be reached, with its reason and hint, on stderr."""
     from launcher.node.cluster import Unreachable
 
-    click.echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)
+    echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)

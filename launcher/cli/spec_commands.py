@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC, screen
+from launcher.cli.common import SPEC, echo, screen
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -49,10 +49,10 @@ def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
         from launcher.load import compare_file
 
         comparison = compare_file(spec, release)
-        click.echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
+        echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
         return ExitStatus.OK
     fleet = plan_fleet(spec)
-    click.echo(fleet_json(fleet) if as_json else fleet_text(fleet, screen()))
+    echo(fleet_json(fleet) if as_json else fleet_text(fleet, screen()))
     return ExitStatus.OK
 
 
@@ -83,7 +83,7 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
         if not as_json:
             raise
         problems = exc.as_dicts() if isinstance(exc, SpecError) else [_whole_file(exc)]
-        click.echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
+        echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
         return exc.exit_status
     summaries = [
         {"nodes": len(d.plan.nodes), "vllm_version": d.plan.vllm_version, "plan": d.plan.digest}
@@ -92,12 +92,12 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
     if as_json:
         named = [{"deployment": d.name, **one} for d, one in zip(fleet.deployments, summaries, strict=True)]
         each = {"deployments": named} if fleet.multi else summaries[0]
-        click.echo(json.dumps({"file": spec, "ok": True, **each, "problems": []}, indent=2))
+        echo(json.dumps({"file": spec, "ok": True, **each, "problems": []}, indent=2))
         return ExitStatus.OK
     for d, one in zip(fleet.deployments, summaries, strict=True):
         name = f" deployment {d.name}" if fleet.multi else ""
         text = f"{one['nodes']} node(s), vLLM {one['vllm_version']}, plan {one['plan']}"
-        click.echo(f"{one_line(spec)}:{name} ok ({text})")
+        echo(f"{one_line(spec)}:{name} ok ({text})")
     return ExitStatus.OK
 
 
@@ -133,5 +133,5 @@ def schema(release: str | None) -> ExitStatus:
 
     if release is not None and release not in known_versions():
         raise click.BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
-    click.echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
+    echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
     return ExitStatus.OK

@@ -2,7 +2,7 @@
 
 Shared by `check` (which compares them), `lock` (which writes them down), `diff ... now` and
 `up --locked` (which compare them with a lock or a run). One SSH call for the facts per node,
-one per model directory for its manifest (cached beside the model: seconds when unchanged).
+one per model directory for its manifest (cached in the node user's ~/.cache: seconds when unchanged).
 """
 
 from __future__ import annotations

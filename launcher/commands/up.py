@@ -27,7 +27,7 @@ from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster, Unreachable
+from launcher.node.cluster import Cluster, Unreachable, new_run_id
 from launcher.node.executor import NodeError
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
@@ -96,7 +96,8 @@ def up(
     `checked`: the check's report when the caller ran it already (with the other deployments
     sharing the nodes); it goes into the receipt as the check `up` ran itself would.
     """
-    with cluster.locked("up"):
+    run_id = new_run_id()
+    with cluster.locked("up", run_id):
         existing = _running(cluster)
         if existing:
             digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
@@ -127,6 +128,7 @@ def up(
             report,
             secret_values,
             lambda run: _start_and_wait(cluster, secret_values, options, reporter, run),
+            run_id,
         )
 
 

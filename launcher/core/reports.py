@@ -133,7 +133,11 @@ def down_lines(result: DownResult) -> list[str]:
             what += f", {r['killed']} needed SIGKILL" if r["killed"] else ""
         else:
             what = "nothing running"
-        lines.append(f"{name}: {what}" + ("" if r["remaining"] == 0 else f"; {r['remaining']} STILL RUNNING"))
+        if r["remaining"]:
+            what += f"; {r['remaining']} STILL RUNNING"
+        elif what != "nothing running":
+            what += "; none left"
+        lines.append(f"{name}: {what}")
     lines += [
         f"{name}: NOT REACHED, nothing stopped there: {why}" for name, why in result.unreachable.items()
     ]

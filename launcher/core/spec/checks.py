@@ -13,6 +13,7 @@ from typing import Protocol
 
 from launcher.core.spec.container import check_container
 from launcher.core.spec.misplaced import runtime_ignored
+from launcher.core.spec.secrets import secret_name, secret_problems, token_kind
 from launcher.core.spec.sections import ModelSection, Node, Spec, VllmSection
 from launcher.errors import Problem
 
@@ -253,8 +254,9 @@ def _check_env(spec: Common) -> list[Problem]:
     scopes: list[tuple[tuple[str | int, ...], dict[str, str]]] = [(("env",), spec.env)]
     scopes += [(("nodes", i, "env"), n.env) for i, n in enumerate(spec.nodes)]
     for where, env in scopes:
+        problems += secret_problems(where, env)
         for name, value in env.items():
-            if "\n" in value or "\r" in value:
+            if ("\n" in value or "\r" in value) and not (secret_name(name) or token_kind(value)):
                 problems.append(
                     Problem(
                         (*where, name),
