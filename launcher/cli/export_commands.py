@@ -64,13 +64,15 @@ def systemd(
       systemctl start spark-launch-spark-pair && journalctl -u spark-launch-spark-pair -f
     """
     import os
+    from dataclasses import replace
 
     from launcher.commands.systemd import default_env_file, supervise_unit
     from launcher.commands.systemd import install as write_unit
     from launcher.core.serving.systemd import render_unit
-    from launcher.load import plan_file
+    from launcher.load import plan_fleet
 
-    planned, _ = plan_file(spec)
+    fleet = plan_fleet(spec)
+    planned = replace(fleet.deployments[0].spec, name=fleet.name)  # the unit supervises every deployment
     extra = [
         *(["--ssh-config", str(Path(ssh_config).resolve())] if ssh_config else []),
         *(["--events", str(Path(events).expanduser().resolve())] if events else []),

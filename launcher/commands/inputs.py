@@ -20,7 +20,7 @@ from launcher.node.executor import fan_out
 def gather(cluster: Cluster) -> dict[str, dict[str, Any] | SparkLaunchError]:
     """Every node's facts (vLLM install, engine env, network, host, memory) and manifests."""
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
+    ports = sorted({p for p in (plan.api_port, plan.master_port) if p is not None})
 
     def ask(name: str) -> dict[str, Any]:
         node = next(n for n in spec.nodes if n.name == name)

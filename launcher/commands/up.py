@@ -84,8 +84,18 @@ class UpResult:
     message: str
 
 
-def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
-    """Start the plan on every node and wait until the head serves (or fail cleanly)."""
+def up(
+    cluster: Cluster,
+    secret_values: dict[str, str],
+    options: UpOptions,
+    reporter: Reporter,
+    checked: Report | None = None,
+) -> UpResult:
+    """Start the plan on every node and wait until the head serves (or fail cleanly).
+
+    `checked`: the check's report when the caller ran it already (with the other deployments
+    sharing the nodes); it goes into the receipt as the check `up` ran itself would.
+    """
     run_id = new_run_id()
     with cluster.locked("up", run_id):
         existing = _running(cluster)
@@ -110,7 +120,9 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
             stop_all(cluster, options.grace)
         if options.drop_caches:
             drop_caches(cluster, reporter)
-        report = _check_first(cluster, options, reporter)
+        report = checked if checked is not None else _check_first(cluster, options, reporter)
+        if checked is not None and options.locked is not None and not checked.unreachable:
+            refuse_drift(cluster, options.locked, checked.facts)
         return record_run(
             cluster,
             report,

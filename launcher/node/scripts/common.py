@@ -130,10 +130,20 @@ def run_session(state: dict[str, Any]) -> int | None:
     return sid if leader is None or (started is not None and leader[3] == started) else None
 
 
+RUN_ROOT = ".spark-launch"  # the run directories' root under the remote home
+
+
 def node_prefix(directory: str) -> str:
-    """The marker prefix of this node's processes: <cluster>/<node>/."""
-    cluster, node = directory.rstrip("/").split("/")[-2:]
-    return f"{cluster}/{node}/"
+    """The marker prefix of this node's processes: <cluster>/<node>/, or, for one deployment of
+    several, <cluster>/<deployment>/<node>/ (everything under the run root)."""
+    parts = directory.rstrip("/").split("/")
+    root = len(parts) - 1 - parts[::-1].index(RUN_ROOT) if RUN_ROOT in parts else len(parts) - 3
+    return "/".join(parts[root + 1 :]) + "/"
+
+
+def owner_of(directory: str) -> str:
+    """Whose run directory this is: the cluster, or <cluster>/<deployment> (the container label)."""
+    return node_prefix(directory).rstrip("/").rpartition("/")[0]
 
 
 def docker(*args: str) -> subprocess.CompletedProcess[str]:

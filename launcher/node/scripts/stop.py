@@ -21,8 +21,8 @@ from launcher.node.scripts.common import (  # inlined when sent
     container_state,
     docker,
     emit,
-    node_prefix,
     our_processes,
+    owner_of,
     read_json,
     run_directory,
     save_container_log,
@@ -88,7 +88,7 @@ def labelled(cluster: str) -> dict[str, bool]:
 
 def stop_containers(directory: str, state: dict[str, Any] | None, grace: float) -> None:
     """docker stop (SIGTERM, then SIGKILL after `grace`) and remove every container with our label."""
-    cluster = node_prefix(directory).split("/")[0]
+    cluster = owner_of(directory)
     try:
         found = labelled(cluster)
     except OSError as exc:
