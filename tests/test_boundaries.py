@@ -286,7 +286,7 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote", "rows"),
+    ("plan", "render", "remote", "rows", "fleet", "endpoint"),
     ("sync",),
     ("checks", "init", "serving"),
     ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview

@@ -53,9 +53,10 @@ def test_the_preflight_runs_under_the_nodes_vllm_python_with_the_plans_env() -> 
     spec = spec_of(base_spec())
     node = plan_of(base_spec()).nodes[1]
     call = preflight_call(spec, node, "~/.spark-launch/t/n2", {"rank": 1})
-    assert call.script == "preflight"
-    assert "VLLM_HOST_IP=10.0.0.2" in call.command and "GLOO_SOCKET_IFNAME=eth0" in call.command
-    assert "/opt/vllm/bin/python - preflight" in call.command and call.command.endswith(" 2>&1")
+    assert call.script == "preflight" and call.command.startswith("/opt/vllm/bin/python -c ")
+    # The environment travels on stdin ahead of the script, as the probe's does: no value in argv.
+    assert json.loads(str(call.data)) == node.env and "10.0.0.2" not in call.command
+    assert " preflight " in call.command and call.command.endswith(" 2>&1")
     assert "vllm serve" not in call.command
 
 

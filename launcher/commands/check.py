@@ -32,6 +32,7 @@ from launcher.core.checks import (
     regression_rows,
     vllm_rows,
 )
+from launcher.core.checks.memory import budgets
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
@@ -109,6 +110,7 @@ def _check(
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)
+    weighed = budgets(spec, plan, facts)
     runnable = _runnable(spec.vllm.runtime, facts)
     rows += preflight_rows_of(cluster, facts, runnable) if collective else []
     resolved = None
@@ -122,7 +124,7 @@ def _check(
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows), facts)
+    return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
@@ -136,7 +138,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
     head = cluster.head
     workers = cluster.names[1:]
     port = cluster.plan.master_port
-    if not workers or facts[head.name].get("ours_running"):
+    if not workers or port is None or facts[head.name].get("ours_running"):
         return {}
     answered = threading.Event()  # the listener listens, or says why it cannot
     answer: dict[str, Any] = {}

@@ -2,12 +2,12 @@
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
 `python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
-Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `rdma.py`, `hostinfo.py`)
-hold what several scripts share, and a script may also borrow functions from another script
-(`from launcher.node.scripts.facts import ...`): `bundle` inlines what a script imports in
-front of it, each module once, a borrowed script without its command-line entry. The probe
-and the preflight run under the node's own vLLM install instead (`probe.py` imports vLLM,
-`preflight.py` torch).
+Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`, `rdma.py`,
+`hostinfo.py`) hold what several scripts share, and a script may also borrow functions from
+another script (`from launcher.node.scripts.facts import ...`): `bundle` inlines what a script
+imports in front of it, each module once, a borrowed script without its command-line entry.
+The probe and the preflight run under the node's own vLLM install instead (`probe.py` imports
+vLLM, `preflight.py` torch).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ NAMES = (
     "preflight",
 )
 # No entry of their own: only ever inlined.
-LIBRARIES = ("common", "inputs", "installed", "memory", "rdma", "hostinfo")
+LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "rdma", "hostinfo")
 
 
 @functools.cache
