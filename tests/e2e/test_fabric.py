@@ -139,6 +139,8 @@ def test_a_worker_that_drops_inbound_tcp_is_refused_by_check_and_up_naming_it(be
     assert code == 3 and took < 60, (code, took)
     row = failing(report)["node1 -> node2 (worker queue)"]
     assert row["values"] == {"node1": "timed out"} and "node2 must accept TCP from node1" in row["hint"]
+    # node2's own connections into node1 held, and say so (the head kept its store until all read it)
+    assert rows(report)["node2 -> node1 (scheduler queue, gloo)"]["values"] == {"node2": "ok"}
     assert rows(report)["node1:29501 reachable"]["ok"]  # the rendezvous alone passes: today's check did
     assert up.returncode == 3 and up_took < 60, (up.returncode, up_took, up.stderr[-2000:])
     assert "FAIL network  node1 -> node2 (worker queue)" in up.stderr and "nothing was started" in up.stderr
