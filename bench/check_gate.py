@@ -2,7 +2,8 @@
 
 Times, in fresh processes: `check --no-probe --no-collective` (the fan-out, host facts
 included) against `check --no-probe` (plus the preflight: every connection vLLM opens, then a
-timed gloo all-reduce); the host facts' own cost on a node (what hostinfo.host_details adds to
+timed gloo all-reduce); the same pair with the probe on (the default: each node's vLLM
+resolving its command alongside, from its cache once warm); the host facts' own cost on a node (what hostinfo.host_details adds to
 the facts call each node answers, in parallel); and the all-reduce's figures (latency of 4
 bytes, bus bandwidth of 16 MiB) as the preflight measured them. Needs root; holds the bed's
 session lock.
@@ -77,12 +78,19 @@ def main() -> None:
         timed("--no-probe")  # warm the page cache (torch's files) once
         without = [timed("--no-probe", "--no-collective")[0] for _ in range(args.runs)]
         runs = [timed("--no-probe") for _ in range(args.runs)]
+        timed()  # the probe's cache filled
+        probed_without = [timed("--no-collective")[0] for _ in range(args.runs)]
+        probed = [timed()[0] for _ in range(args.runs)]
         facts = host_facts_seconds(20)
     with_collective = [t for t, _ in runs]
     base, full = statistics.median(without), statistics.median(with_collective)
     print(f"check --no-probe --no-collective: median {base:.2f} s  {_all(without)}")
     print(f"check --no-probe (collective)   : median {full:.2f} s  {_all(with_collective)}")
     print(f"  the collective preflight adds : {full - base:.2f} s")
+    probed_base, probed_full = statistics.median(probed_without), statistics.median(probed)
+    print(f"check --no-collective (probe)   : median {probed_base:.2f} s  {_all(probed_without)}")
+    print(f"check (probe and collective)    : median {probed_full:.2f} s  {_all(probed)}")
+    print(f"  the collective preflight adds : {probed_full - probed_base:.2f} s (beside the probe)")
     print(f"host facts on a node            : {facts * 1000:.1f} ms per call (each node, in parallel)")
     for _, report in runs:
         print(f"  gloo all-reduce (latency of 4 bytes, bus bandwidth of 16 MiB): {figures(report)}")
