@@ -3,10 +3,10 @@
 Times, in fresh processes: `check --no-probe --no-collective` (the fan-out, host facts
 included) against `check --no-probe` (plus the preflight: every connection vLLM opens, then a
 timed gloo all-reduce); the same pair with the probe on (the default: each node's vLLM
-resolving its command alongside, from its cache once warm); the host facts' own cost on a node (what hostinfo.host_details adds to
-the facts call each node answers, in parallel); and the all-reduce's figures (latency of 4
-bytes, bus bandwidth of 16 MiB) as the preflight measured them. Needs root; holds the bed's
-session lock.
+resolving its command alongside, from its cache once warm); the host facts' own cost on a
+node (what hostinfo.host_details adds to the facts call each node answers, in parallel); and
+the all-reduce's figures (latency of 4 bytes, bus bandwidth of 16 MiB) as the preflight
+measured them. Needs root; holds the bed's session lock.
 
     python bench/check_gate.py [--runs 5]
 """
