@@ -8,12 +8,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests import leftovers
 from tests.conftest import ROOT
 
 BED = Path("/tmp/spark-launch-testbed")
@@ -22,15 +24,14 @@ NAMESPACES = {"node1": "sl-node1", "node2": "sl-node2"}
 
 
 SESSION_LOCK = Path("/tmp/spark-launch-testbed.session.lock")
+RUN_ROOT = Path.home() / ".spark-launch"  # every bed node's run directories (one file system)
+ENGINES = tuple(Path(f"/run/spark-launch-testbed/{node}/docker.sock") for node in NAMESPACES)
 
 
 @pytest.fixture(scope="session")
-def testbed() -> Iterator[Path]:
-    """The two namespace nodes with sshd, the vLLM CPU venv and the tiny model (needs root).
-
-    One test session at a time holds the bed (its names and addresses are machine-wide):
-    a second session waits here until the first ends.
-    """
+def bed_lock() -> Iterator[None]:
+    """This session holds the bed: one test session at a time (its names and addresses are
+    machine-wide); a second session waits here until the first ends."""
     if os.geteuid() != 0:
         pytest.fail("the end-to-end tests need root (network namespaces, sshd)", pytrace=False)
     with SESSION_LOCK.open("a") as handle:
@@ -39,7 +40,13 @@ def testbed() -> Iterator[Path]:
         except BlockingIOError:
             print(f"\nwaiting for another test session to release the test bed ({SESSION_LOCK})")
             fcntl.flock(handle, fcntl.LOCK_EX)
-        yield _bring_up()
+        yield
+
+
+@pytest.fixture(scope="session")
+def testbed(bed_lock: None) -> Path:
+    """The two namespace nodes with sshd, the vLLM CPU venv and the tiny model (needs root)."""
+    return _bring_up()
 
 
 def _bring_up() -> Path:
@@ -115,19 +122,9 @@ def wait_for_line(proc: subprocess.Popen[str], words: str, timeout: float = 180)
 
 
 def marked_processes(cluster: str = "demo") -> list[int]:
-    """Pids of live processes carrying spark-launch's marker for `cluster` (any node)."""
-    pids = []
-    needle = f"SPARK_LAUNCH_RUN={cluster}/".encode()
-    for entry in Path("/proc").iterdir():
-        try:
-            if (
-                needle in (entry / "environ").read_bytes()
-                and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-            ):
-                pids.append(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return pids
+    """Pids of live processes of `cluster` (or `cluster/node`) on any node, seen from outside:
+    the run marker in their environment, their session, or their run directory."""
+    return [p.pid for p in leftovers.of(cluster, RUN_ROOT)]
 
 
 @pytest.fixture
@@ -137,3 +134,60 @@ def clean_demo(testbed: Path) -> Iterator[None]:
     yield
     cli("down", DEMO, "--grace", "5")
     assert marked_processes() == []
+
+
+def bed_clusters() -> set[str]:
+    """The clusters that ever ran on the bed (each has a directory in the run root)."""
+    return {p.name for p in RUN_ROOT.iterdir() if p.is_dir()} if RUN_ROOT.is_dir() else set()
+
+
+def running_on_bed() -> set[str]:
+    """The bed's clusters with a process or a container running now."""
+    seen = leftovers.processes()
+    named = {c for c in bed_clusters() if leftovers.of(c, RUN_ROOT, seen)}
+    return named | set(leftovers.containers(ENGINES))
+
+
+def reap_bed(spared: set[str]) -> list[str]:
+    """Kill every process and container of the bed's clusters but `spared`; what was found."""
+    seen = leftovers.processes()
+    live = [c for c in sorted(bed_clusters() - spared) if leftovers.of(c, RUN_ROOT, seen)]
+    found = [f"{c}: {p}" for c in live for p in leftovers.reap(c, RUN_ROOT)]
+    boxes = {c: ids for c, ids in leftovers.containers(ENGINES).items() if c not in spared}
+    for cluster, ids in boxes.items():
+        leftovers.remove(ids)
+        found += [f"{cluster}: container {cid} on {sock}" for sock, cid in ids]
+    return found
+
+
+@contextmanager
+def leaks_fail(what: str) -> Iterator[None]:
+    """Whatever a bed cluster that was not running on entry leaves running is killed, and fails."""
+    before = running_on_bed()
+    yield
+    left = reap_bed(spared=before)
+    if left:
+        pytest.fail(f"{what} left these running (killed now):\n  " + "\n  ".join(left), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(bed_lock: None) -> Iterator[None]:
+    """What a test's clusters leave running (seen from outside: marker, session, run directory,
+    container label) is killed, and fails the test. Clusters already running when it began
+    belong to a module's or the session's fixture: they are looked at when that one ends."""
+    with leaks_fail("this test"):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_leftovers_in_the_module(bed_lock: None) -> Iterator[None]:
+    """The same for the module's own fixtures (a pair shared by its tests, say)."""
+    with leaks_fail("this module's fixtures"):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_leftovers_in_the_session(bed_lock: None) -> Iterator[None]:
+    """The same for the session's fixtures (looked at while this session still holds the bed)."""
+    with leaks_fail("this session's fixtures"):
+        yield

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -90,9 +91,14 @@ def test_losing_a_node_while_waiting_stops_the_others_and_names_it(clean_demo: N
     assert "node node2: lost while waiting (the connection closed)" in err
     assert "every other node was stopped; could not reach node2 to stop it" in err
     assert marked_processes("demo/node1") == [] and marked_processes("demo/node2")
-    subprocess.run(["python", "-m", "testbed", "up"], check=True, capture_output=True)  # sshd back
-    assert cli("status", DEMO).returncode in (0, 1)
-    assert cli("down", DEMO).returncode == 0
+    subprocess.run([sys.executable, "-m", "testbed", "up"], check=True, capture_output=True)  # sshd back
+    seen = cli("status", DEMO, "--json", "--no-watchdog")
+    status = json.loads(seen.stdout)
+    assert seen.returncode == 1 and status["state"] == "partial", seen.stdout + seen.stderr
+    assert [(n["name"], n["running"]) for n in status["nodes"]] == [("node1", False), ("node2", True)]
+    stopped = cli("down", DEMO, "--grace", "5")
+    assert stopped.returncode == 0 and "node2: stopped" in stopped.stderr, stopped.stderr
+    assert marked_processes() == []
 
 
 @pytest.mark.parametrize(

@@ -86,14 +86,8 @@ def bring_up() -> None:
 
 
 @pytest.fixture(scope="session")
-def bed() -> Iterator[dict[str, Any]]:
-    """The bed, up for the whole session, taken down at its end."""
-    if os.geteuid() != 0:
-        pytest.fail(
-            "the testbed tests need root (network namespaces, veths, sshd): run them "
-            "as root, e.g. `sudo python -m pytest -m testbed`",
-            pytrace=False,
-        )
+def bed(bed_lock: None) -> Iterator[dict[str, Any]]:
+    """The bed, up for the whole session, taken down at its end (while this session holds it)."""
     bring_up()
     yield json.loads((BED_DIR / "testbed.json").read_text())
     result = run_testbed("down", "--dir", str(BED_DIR))
