@@ -24,6 +24,12 @@ NAMESPACES = {"node1": "sl-node1", "node2": "sl-node2"}
 
 
 SESSION_LOCK = Path("/tmp/spark-launch-testbed.session.lock")
+# pytest's timeout (pyproject: 1800 s a test, its fixtures' setup included) must outlast every
+# wait a fixture bounds itself, or a slow first run dies with no word of why. The bed's first
+# `up` and the engines' image build can fall in one test: together they stay under it.
+BED_UP_SECONDS = 600
+VENV_WAIT_SECONDS = 300  # within BED_UP_SECONDS: another session's venv build, if one runs
+ENGINES_SECONDS = 1080  # a cold image: debootstrap, the layer, a load into each engine
 RUN_ROOT = Path.home() / ".spark-launch"  # every bed node's run directories (one file system)
 ENGINES = tuple(Path(f"/run/spark-launch-testbed/{node}/docker.sock") for node in NAMESPACES)
 
@@ -51,12 +57,12 @@ def testbed(bed_lock: None) -> Path:
 
 def _bring_up() -> Path:
     done = subprocess.run(
-        [sys.executable, "-m", "testbed", "up"],
+        [sys.executable, "-m", "testbed", "up", "--venv-wait", str(VENV_WAIT_SECONDS)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
-        timeout=1800,
+        timeout=BED_UP_SECONDS,
     )
     assert done.returncode == 0, done.stderr
     return BED
@@ -188,6 +194,10 @@ def no_leftovers_in_the_module(bed_lock: None) -> Iterator[None]:
 
 @pytest.fixture(autouse=True, scope="session")
 def no_leftovers_in_the_session(bed_lock: None) -> Iterator[None]:
-    """The same for the session's fixtures (looked at while this session still holds the bed)."""
+    """The same for the session's fixtures (looked at while this session still holds the bed).
+    What an earlier session left is killed first: holding the bed, nothing else runs on it."""
+    earlier = reap_bed(spared=set())
+    if earlier:
+        print("\nkilled what an earlier test session left on the bed:\n  " + "\n  ".join(earlier))
     with leaks_fail("this session's fixtures"):
         yield

@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import BED, cli, marked_processes, spec_file, start_cli, wait_for_line
+from tests.e2e.conftest import (
+    BED,
+    ENGINES_SECONDS,
+    cli,
+    marked_processes,
+    spec_file,
+    start_cli,
+    wait_for_line,
+)
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
@@ -63,7 +71,7 @@ def engines(testbed: Path) -> Iterator[None]:
         capture_output=True,
         text=True,
         check=False,
-        timeout=2400,
+        timeout=ENGINES_SECONDS,
     )
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "test image" in line]
@@ -98,8 +106,13 @@ def give_node2_another_build(tmp_path: Path) -> None:
 
 
 def test_the_engines_leave_the_bed_network_alone(engines: None) -> None:
+    pids = [p.read_text().split()[0] for p in Path("/run/spark-launch-testbed").glob("node*/docker.pid")]
+    argvs = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") for pid in pids]
+    assert len(argvs) == len(NODES) and all(b"--iptables=false" in a and b"--bridge=none" in a for a in argvs)
+    # Bridged traffic passes iptables on this kernel: the chain accepts it (the host's policy, or
+    # the bed's own rule where something else set the policy to DROP).
     forward = subprocess.run(["iptables", "-S", "FORWARD"], capture_output=True, text=True, check=True)
-    assert "-P FORWARD ACCEPT" in forward.stdout  # bridged traffic passes iptables on this kernel
+    assert "-P FORWARD ACCEPT" in forward.stdout or "spark-launch-testbed" in forward.stdout
     ssh = ["ssh", "-F", str(BED / "ssh_config")]
     reach = subprocess.run(
         [*ssh, "node2", "exec 3<>/dev/tcp/10.99.0.1/22 && head -c 8 <&3"],
