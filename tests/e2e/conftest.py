@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -127,18 +129,41 @@ def wait_for_line(proc: subprocess.Popen[str], words: str, timeout: float = 180)
     raise AssertionError(f"never saw {words!r}; saw:\n{''.join(seen)}")
 
 
+def hold_port(namespace: str, port: int | str) -> subprocess.Popen[bytes]:
+    """A plain HTTP server on `port` of a node (all its addresses), once it listens."""
+    holder = subprocess.Popen(
+        ["ip", "netns", "exec", namespace, "python3", "-m", "http.server", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    address = "10.99.0." + namespace.removeprefix("sl-node")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and holder.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection((address, int(port)), timeout=1):
+            return holder
+        time.sleep(0.05)
+    holder.kill()
+    raise AssertionError(f"nothing came to listen on {address}:{port}")
+
+
 def marked_processes(cluster: str = "demo") -> list[int]:
     """Pids of live processes of `cluster` (or `cluster/node`) on any node, seen from outside:
     the run marker in their environment, their session, or their run directory."""
     return [p.pid for p in leftovers.of(cluster, RUN_ROOT)]
 
 
+def down_if_running(spec: Path = DEMO, cluster: str = "demo") -> None:
+    """`down` the spec's cluster when anything of it runs (a `down` of nothing costs a CLI run)."""
+    if marked_processes(cluster):
+        cli("down", spec, "--grace", "5")
+
+
 @pytest.fixture
 def clean_demo(testbed: Path) -> Iterator[None]:
     """No demo cluster before the test, and none left after it."""
-    cli("down", DEMO, "--grace", "5")
+    down_if_running()
     yield
-    cli("down", DEMO, "--grace", "5")
+    down_if_running()
     assert marked_processes() == []
 
 

@@ -300,7 +300,7 @@ def test_down_removes_our_containers_only(served: dict[str, Any]) -> None:
 
 def test_a_rank_that_dies_is_reported_and_every_node_stops(engines: None) -> None:
     proc = start_cli("up", DOCKER_DEMO, "--skip-check")
-    wait_for_line(proc, "node2: loading weights", timeout=900)
+    wait_for_line(proc, "node2: configuring", timeout=900)  # its engine is running
     engine("node2", "kill", f"spark-launch-{CLUSTER}")
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err

@@ -21,7 +21,16 @@ from launcher.commands.up import StartupFailed, UpOptions, up
 from launcher.load import plan_file
 from launcher.node.cluster import Cluster
 from launcher.node.ssh import SshExecutor
-from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file, start_cli, wait_for_line
+from tests.e2e.conftest import (
+    BED,
+    DEMO,
+    cli,
+    hold_port,
+    marked_processes,
+    spec_file,
+    start_cli,
+    wait_for_line,
+)
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
@@ -54,7 +63,7 @@ def test_hand_split_prefix_caching_dies_with_the_kv_spec_assertion(clean_demo: N
 
 def test_a_dying_rank_is_reported_within_seconds_and_everything_stops(clean_demo: None) -> None:
     proc = start_cli("up", DEMO, "--skip-check")
-    wait_for_line(proc, "node2: loading weights")
+    wait_for_line(proc, "node2: configuring")  # its engine is running
     state = json.loads((Path.home() / ".spark-launch/demo/node2/state.json").read_text())
     killed = time.monotonic()
     subprocess.run(["kill", "-KILL", "--", f"-{state['pgid']}"], check=True)
@@ -126,13 +135,8 @@ def test_known_failures_are_diagnosed(
 
 
 def test_port_in_use_is_diagnosed(clean_demo: None) -> None:
-    holder = subprocess.Popen(
-        ["ip", "netns", "exec", "sl-node1", "python3", "-m", "http.server", "8000"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    holder = hold_port("sl-node1", 8000)
     try:
-        time.sleep(1)
         done = cli("up", DEMO, "--skip-check", timeout=300)
     finally:
         holder.kill()

@@ -51,7 +51,7 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
 ) -> None:
     log = tmp_path / "events.jsonl"
     proc = start_cli(
-        "supervise", DEMO, "--events", log, "--backoff", "1", "--interval", "20", "--deadline", "20",
+        "supervise", DEMO, "--events", log, "--backoff", "1", "--interval", "10", "--deadline", "10",
         "--timeout", "400", "--grace", "5",
     )  # fmt: skip
     progress: list[str] = []  # read as it comes, so a full pipe never blocks the supervisor
@@ -84,8 +84,8 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
         wait_event(log, "serving", wedged, proc, 600)
         again = time.monotonic() - frozen
         print(
-            f"rank frozen -> `status --deadline 5` says wedged: {told:.1f} s; supervise (every 20 s, "
-            f"deadline 20 s) restarts: {caught:.1f} s; serving again: {again:.1f} s"
+            f"rank frozen -> `status --deadline 5` says wedged: {told:.1f} s; supervise (every 10 s, "
+            f"deadline 10 s) restarts: {caught:.1f} s; serving again: {again:.1f} s"
         )
 
         proc.send_signal(signal.SIGTERM)
