@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from launcher.catalogs import load_catalog
+from launcher.commands.inputs import gather
 from launcher.core import remote
 from launcher.core.checks import (
     Report,
@@ -29,10 +30,7 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
-from launcher.core.checks.model import weight_bytes
-from launcher.core.render import container_name
 from launcher.core.reports import check_text
-from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
@@ -82,25 +80,7 @@ def _check(
     cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
-
-    def ask(name: str) -> dict[str, Any]:
-        node = next(n for n in spec.nodes if n.name == name)
-        request = {
-            "venv": spec.vllm.venv,
-            "image": spec.vllm.image,
-            "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
-            "interface": node.interface,
-            "address": node.address,
-            "ports": ports if name == cluster.head.name else [],
-        }
-        agent = cluster.agents[name]
-        found = agent.facts(request)
-        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
-        found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
-        return found
-
-    answers = fan_out(cluster.names, ask)
+    answers = gather(cluster)
     reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
     rows = [
@@ -123,7 +103,7 @@ def _check(
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows))
+    return Report(tuple(cluster.names), tuple(rows), facts)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
