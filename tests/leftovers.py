@@ -6,7 +6,8 @@ A process is the cluster's when its environment carries the run marker
 /proc/PID/environ shows), or when it works in one of the cluster's run directories
 (<run root>/<cluster>/<node>, where every rank starts). Containers are the cluster's by
 their label. The bed's nodes share this machine's processes, so one look here sees every
-node. Processes of other PID namespaces (inside containers) are left to their engine.
+node. Processes of other PID namespaces (inside containers) are counted when looking, but left
+to their engine when killing.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ class Process:
         return f"pid {self.pid} ({whose}): {self.args[:120]}"
 
 
-def _read(pid: int) -> Process | None:
-    """The process, or None when it is gone, a zombie, or in another PID namespace."""
+def _read(pid: int, every_namespace: bool) -> Process | None:
+    """The process, or None when it is gone, a zombie, or (unless `every_namespace`) in another
+    PID namespace."""
     base = Path("/proc") / str(pid)
     try:
-        if os.readlink(base / "ns" / "pid") != os.readlink("/proc/self/ns/pid"):
+        if not every_namespace and os.readlink(base / "ns" / "pid") != os.readlink("/proc/self/ns/pid"):
             return None
         fields = (base / "stat").read_text().rsplit(")", 1)[1].split()
         environ = (base / "environ").read_bytes().split(b"\0")
@@ -71,15 +73,19 @@ def _ancestors() -> set[int]:
     return pids
 
 
-def processes() -> list[Process]:
-    """Every live process of this PID namespace but this one and its ancestors."""
+def processes(every_namespace: bool = False) -> list[Process]:
+    """Every live process but this one and its ancestors: of this PID namespace, or (to look,
+    not to kill) of every one, containers' included."""
     mine = _ancestors()
-    found = (_read(int(e)) for e in os.listdir("/proc") if e.isdigit() and int(e) not in mine)
+    found = (
+        _read(int(e), every_namespace) for e in os.listdir("/proc") if e.isdigit() and int(e) not in mine
+    )
     return [p for p in found if p is not None]
 
 
 def of(prefix: str, run_root: Path, seen: Iterable[Process] | None = None) -> list[Process]:
-    """The processes of `prefix` (<cluster> or <cluster>/<node>) whose runs live under run_root."""
+    """The processes of `prefix` (<cluster> or <cluster>/<node>) whose runs live under run_root,
+    among `seen` (default: this PID namespace's)."""
     everything = list(processes() if seen is None else seen)
     needle = prefix.rstrip("/") + "/"
     directory = str(run_root.resolve() / prefix.rstrip("/"))

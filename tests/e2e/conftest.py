@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -148,8 +147,9 @@ def hold_port(namespace: str, port: int | str) -> subprocess.Popen[bytes]:
 
 def marked_processes(cluster: str = "demo") -> list[int]:
     """Pids of live processes of `cluster` (or `cluster/node`) on any node, seen from outside:
-    the run marker in their environment, their session, or their run directory."""
-    return [p.pid for p in leftovers.of(cluster, RUN_ROOT)]
+    the run marker in their environment, their session, or their run directory (containers'
+    processes too)."""
+    return [p.pid for p in leftovers.of(cluster, RUN_ROOT, leftovers.processes(every_namespace=True))]
 
 
 def down_if_running(spec: Path = DEMO, cluster: str = "demo") -> None:
@@ -191,7 +191,7 @@ def reap_bed(spared: set[str]) -> list[str]:
     return found
 
 
-@contextmanager
+@contextlib.contextmanager
 def leaks_fail(what: str) -> Iterator[None]:
     """Whatever a bed cluster that was not running on entry leaves running is killed, and fails."""
     before = running_on_bed()
