@@ -80,7 +80,7 @@ def test_a_dying_rank_is_reported_within_seconds_and_everything_stops(clean_demo
 
 def test_ctrl_c_during_up_stops_what_was_started(clean_demo: None) -> None:
     proc = start_cli("up", DEMO, "--skip-check")
-    wait_for_line(proc, "rendezvous")
+    wait_for_line(proc, ": configuring")  # every rank was started before any is watched
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
