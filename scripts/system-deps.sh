@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the tests need from the system, installed with apt where a tool is missing (root; Debian or
-# Ubuntu): a Python 3.11 or 3.12 with its venv module and headers, git, g++ (the CPU vLLM build compiles a
-# helper at its first request), sshd and ssh, ip, ps, nsenter, rsync, docker, debootstrap,
-# iptables, systemd-analyze. Nothing happens when everything is there.
+# Ubuntu): a Python 3.11 or 3.12 with its venv module and headers, git, g++ (the CPU vLLM build
+# compiles a helper at its first request), sshd and ssh, ip, ps, nsenter, rsync, docker,
+# debootstrap, iptables, systemd-analyze. Nothing happens when everything is there.
 #
 # Installing docker.io would start the system's Docker daemon (and on systemd machines its
 # socket, which starts it at the first connection); that daemon sets the iptables FORWARD
@@ -21,7 +21,10 @@ missing=()
 for tool in "${tools[@]}"; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 if python=$("$here/python.sh" 2>/dev/null); then
   # Its headers too: torch compiles the CPU build's kernels against them.
-  "$python" -c "$headers" || { missing+=("$python headers"); packages+=("$(basename "$python")-venv" "$(basename "$python")-dev"); }
+  if ! "$python" -c "$headers"; then
+    missing+=("$python headers")
+    packages+=("$(basename "$python")-venv" "$(basename "$python")-dev")
+  fi
 else
   missing+=(python3.11/3.12)
 fi
@@ -30,13 +33,14 @@ echo "system-deps: missing ${missing[*]}: installing with apt" >&2
 
 had_docker=no
 command -v dockerd >/dev/null && had_docker=yes
+# invoke-rc.d and deb-systemd-invoke ask this before starting a service: 101 means "not now".
+# One that was there already is put back afterwards.
 policy=/usr/sbin/policy-rc.d
-own_policy=no
-if [ ! -e "$policy" ]; then
-  # invoke-rc.d and deb-systemd-invoke ask this before starting a service: 101 means "not now".
-  printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && own_policy=yes
-fi
-trap '[ "$own_policy" = no ] || rm -f "$policy"' EXIT
+saved=$policy.spark-launch-saved
+[ ! -e "$policy" ] || mv "$policy" "$saved"
+trap 'rm -f "$policy"; [ ! -e "$saved" ] || mv "$saved" "$policy"' EXIT
+printf '#!/bin/sh\nexit 101\n' > "$policy"
+chmod 755 "$policy"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
 
