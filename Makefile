@@ -1,6 +1,7 @@
 # The front door. Each target is one line calling the CLI, the test bed or the test runner.
-# python3.11 or python3.12, whichever the machine has (`make system-deps` installs one).
-PYTHON ?= $(shell scripts/python.sh)
+# Any Python 3.10 or newer: the launcher's own venv. (The vLLM venvs pick their own, 3.11 or
+# 3.12: scripts/python.sh; `make system-deps` installs one where there is none.)
+PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 SPEC   ?= configs/demo.yaml
@@ -11,25 +12,33 @@ RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catal
 FAST := not conformance and not testbed and not vllm_server
 E2E  := not conformance and (testbed or vllm_server)
 
-.PHONY: install system-deps vllm-venvs setup test fast conformance e2e lint format plan validate catalogs \
-        release golden bench fuzz testbed testbed-down demo demo-down up down status logs verify check
+.PHONY: install dev system-deps vllm-venvs router-venv setup test fast conformance e2e lint format plan \
+        validate catalogs release golden bench fuzz testbed testbed-down demo demo-down up down status logs \
+        verify check
 
-install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
+install: $(BIN)/spark-launch                        ## the launcher alone in .venv: what an operator needs
 $(BIN)/spark-launch: pyproject.toml
+	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e . && touch $@
+
+dev: $(BIN)/pytest                                  ## the launcher and its dev tools (tests, lint) in .venv
+$(BIN)/pytest: pyproject.toml
 	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[dev]' && touch $@
 
-system-deps:                                        ## Python 3.11/3.12, g++, git, sshd, rsync, docker (kept stopped), ... (root)
+system-deps:                                        ## Python 3.11/3.12, g++, git, sshd, rsync, docker (kept stopped)... (root)
 	scripts/system-deps.sh
 
 vllm-venvs:                                         ## the real vLLM releases, cached by version and Python
-	for v in $(RELEASES); do PYTHON=$(PYTHON) scripts/vllm-venv.sh $$v || exit 1; done
+	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
-setup: system-deps install vllm-venvs               ## everything the tests need, on a fresh machine
+router-venv:                                        ## the endpoint's pinned router (LiteLLM proxy), cached by version
+	scripts/router-venv.sh
+
+setup: system-deps dev vllm-venvs router-venv       ## everything the tests need, on a fresh machine
 
 test:                                               ## every tier (setup, lint, fast, conformance, e2e), timed
 	scripts/test-tiers.sh setup lint fast conformance e2e
 
-fast: install                                       ## the edit loop: no SSH, no vLLM
+fast: dev                                           ## the edit loop: no SSH, no vLLM
 	$(BIN)/pytest -m "$(FAST)"
 
 conformance: setup                                  ## against every supported real vLLM release
@@ -38,10 +47,10 @@ conformance: setup                                  ## against every supported r
 e2e: setup                                          ## the test bed: real sshd nodes, real vLLM pairs (root)
 	$(BIN)/pytest -m "$(E2E)"
 
-lint: install
+lint: dev
 	$(BIN)/ruff check launcher tests scripts testbed bench && $(BIN)/ruff format --check launcher tests scripts testbed bench && $(BIN)/mypy
 
-format: install
+format: dev
 	$(BIN)/ruff format launcher tests scripts testbed bench && $(BIN)/ruff check --fix launcher tests scripts testbed bench
 
 plan: install                                       ## make plan SPEC=configs/qwen3-next-2x-spark.yaml
@@ -53,17 +62,17 @@ validate: install
 catalogs: vllm-venvs                                ## regenerate the catalogs (flags, model traits) from the real packages
 	for v in $(RELEASES); do "$$(scripts/vllm-venv.sh $$v)/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$$v.json || exit 1; done
 
-release: install                                    ## add or refresh one release: make release VERSION=0.34.0
+release: dev                                        ## add or refresh one release: make release VERSION=0.34.0
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=0.34.0" >&2; exit 2; }
 	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
 
-golden: install                                     ## rewrite golden plans after an intended change
+golden: dev                                         ## rewrite golden plans after an intended change
 	$(BIN)/pytest tests/test_configs.py --update-golden
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py
 
-fuzz: install                                       ## 5,000 generated hostile specs: promises, time, memory
+fuzz: dev                                           ## 5,000 generated hostile specs: promises, time, memory
 	$(BIN)/python bench/fuzz_specs.py --count 5000
 
 testbed: install system-deps                        ## the two-node test bed (root)

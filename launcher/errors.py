@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,24 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
+# The only escape sequences printed as they are: the launcher's own marks (core/terminal.py's
+# STYLES and the reset). They change a colour, never hide text, move the cursor or set a title.
+OUR_MARKS = re.compile(r"(\x1b\[(?:1;31|33|32|2|0)m)")
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: lines, tabs and the launcher's own colour marks kept, every other
+    control or unprintable character escaped (a node's log or error may hold escape sequences)."""
+    if text.isprintable():
+        return text
+    parts = OUR_MARKS.split(text)  # odd items: our marks
+    return "".join(part if i % 2 else _escaped(part) for i, part in enumerate(parts))
+
+
+def _escaped(text: str) -> str:
+    return "\n".join("\t".join(one_line(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
 class SparkLaunchError(Exception):
     """Base of every error a user may see: a message, a hint, an exit status."""
 
@@ -40,6 +59,21 @@ class SparkLaunchError(Exception):
     def render(self) -> str:
         """The text shown to the user."""
         return self.message + (f"\n  hint: {self.hint}" if self.hint else "")
+
+    @property
+    def reason(self) -> str:
+        """The message without the subject a per-node context already names (see NodeError)."""
+        return self.message
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The text for a terminal `width` columns wide (None: not a terminal), marked when `color`."""
+        return self.render()
+
+
+class InputError(SparkLaunchError):
+    """A file or option given on the command line that cannot be used (exit 2, like a bad spec)."""
+
+    exit_status = ExitStatus.BAD_SPEC
 
 
 @dataclass(frozen=True)
@@ -78,6 +112,13 @@ class SpecError(SparkLaunchError):
         while path and path not in self.lines:
             path = path[:-1]
         return self.lines.get(path, 1)
+
+    def as_dicts(self) -> list[dict[str, object]]:
+        """Every problem as data (`validate --json`), in the order `render` shows them."""
+        return [
+            {"line": self.line_of(p.path), "path": p.dotted, "message": p.message, "hint": p.hint}
+            for p in sorted(self.problems, key=lambda p: self.line_of(p.path))
+        ]
 
     def render(self) -> str:
         """Every problem as `file:line: key.path: message`, with its hint."""

@@ -113,7 +113,7 @@ def plan_of(data: dict[str, Any], kind: str | None = "hybrid") -> Plan:
 LOCAL_CLUSTERS: list[tuple[str, Path]] = []
 
 
-def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
+def local_cluster(data: dict[str, Any], home: Path, executor: LocalExecutor | None = None) -> Cluster:
     """A cluster whose nodes are all this machine (LocalExecutor, files under `home`).
 
     Its name is unique to this test process and this cluster: processes are ours by a marker
@@ -125,7 +125,7 @@ def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
     spec = spec_of({**data, "name": f"{data['name']}-{os.getpid()}-{len(LOCAL_CLUSTERS)}"})
     plan = build_plan(spec, kind_facts("hybrid", "test"), catalog_for(spec))
     LOCAL_CLUSTERS.append((spec.name, home / ".spark-launch"))
-    return Cluster(spec, plan, LocalExecutor(home))
+    return Cluster(spec, plan, executor or LocalExecutor(home))
 
 
 def running(cluster: Cluster) -> list[leftovers.Process]:
@@ -158,9 +158,11 @@ def no_local_leftovers_in_the_module() -> Iterator[None]:
     fail_on_local_leftovers(since, "this module's local cluster")
 
 
-def fake_vllm_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **sections: Any) -> Cluster:
-    """A two-node local cluster whose venv's `vllm` is the FAKE one (tests/fakes/vllm);
-    `sections` are top-level spec sections to add (secrets=["NAME"], say)."""
+def fake_vllm_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: LocalExecutor | None = None, **top: Any
+) -> Cluster:
+    """A two-node local cluster whose venv's `vllm` is the FAKE one (tests/fakes/vllm); `top`
+    sets top-level keys of its spec (secrets=[...])."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
@@ -168,10 +170,10 @@ def fake_vllm_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **section
     if py_spy.exists():
         (venv / "bin" / "py-spy").symlink_to(py_spy)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    data = {**base_spec("0.32.0", nodes=2), **sections}
+    data = {**base_spec("0.32.0", nodes=2), **top}
     data["vllm"]["venv"] = str(venv)
     data["serve"]["port"] = free_port()
-    return local_cluster(data, tmp_path / "home")
+    return local_cluster(data, tmp_path / "home", executor)
 
 
 def free_port() -> int:

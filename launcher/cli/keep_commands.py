@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -12,7 +13,15 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from launcher import __version__
-from launcher.cli.common import SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import (
+    DEPLOYMENT,
+    SPEC,
+    SSH_CONFIG,
+    echo,
+    open_cluster,
+    open_deployments,
+    secret_values,
+)
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
@@ -58,9 +67,11 @@ if TYPE_CHECKING:
 @click.option("--replace", is_flag=True, help="At the first start, replace a cluster running another plan.")
 @click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
 @click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
+@DEPLOYMENT
 def supervise(
     spec: str,
     ssh_config: str | None,
+    deployment: str | None,
     events: str | None,
     max_restarts: int,
     window: float,
@@ -121,19 +132,27 @@ def supervise(
         received.append(signal.Signals(number).name)
         raise Terminated(received[0])
 
-    with open_cluster(spec, ssh_config) as cluster:
-        values = secret_values(cluster.spec.secrets)
-        path = Path(events or f"~/.spark-launch/{cluster.spec.name}/supervise.jsonl").expanduser()
+    # No connecting first: a node that is down now is what supervise waits out, not a reason to stop.
+    with open_deployments(spec, ssh_config, deployment, reach=False) as chosen:
+        values = secret_values(chosen.fleet.deployments[0].spec.secrets)
+        name = chosen.fleet.name if chosen.fleet.multi else next(iter(chosen.clusters.values())).spec.name
+        path = Path(events or f"~/.spark-launch/{name}/supervise.jsonl").expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         printer = Printer()
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         with path.open("a") as log:
             printer.info(f"events: {path}")
-            stopped = keep(cluster, values, options, _sink(log, printer), printer)
+            if chosen.fleet.multi or chosen.endpoint is not None:
+                from launcher.commands.keeping import supervise_fleet
+
+                stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
+            else:
+                (cluster,) = chosen.clusters.values()
+                stopped = keep(cluster, values, options, _sink(log, printer), printer)
     if received and received[0] == "SIGTERM":
         return ExitStatus.OK
-    click.echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
+    echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
     return ExitStatus.INTERRUPTED
 
 
@@ -155,7 +174,8 @@ def _sink(log: TextIO, printer: Printer) -> Callable[[Event], None]:
 @click.option(
     "-n", "--lines", type=int, default=300, show_default=True, help="Lines of each node's recent logs."
 )
-def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) -> ExitStatus:
+@click.option("--json", "as_json", is_flag=True, help="Print where the bundle is and what it holds, as JSON.")
+def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, as_json: bool) -> ExitStatus:
     """Write everything a bug report needs into one .tar.gz, secrets taken out.
 
     \b
@@ -172,6 +192,7 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) 
     Examples:
       spark-launch diagnose cluster.yaml -o spark-pair-bundle.tar.gz
       tar tzf spark-pair-bundle.tar.gz
+      spark-launch diagnose cluster.yaml --json | jq -r .bundle
     """
     from launcher.commands.diagnose import collect, write_bundle
 
@@ -181,7 +202,14 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) 
         files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"
     size = write_bundle(files, out, f"spark-launch-diagnose-{name}-{stamp}")
-    click.echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
+    if as_json:
+        missing = sorted(
+            p.split("/")[1] for p in files if p.startswith("nodes/") and p.endswith("/error.txt")
+        )
+        summary = {"bundle": out, "bytes": size, "files": sorted(files), "nodes_failed": missing}
+        echo(json.dumps(summary, indent=2))
+    else:
+        echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
     return ExitStatus.OK
 
 

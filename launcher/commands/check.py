@@ -30,7 +30,9 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
+from launcher.core.checks.memory import budgets
 from launcher.core.reports import check_text
+from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
@@ -47,7 +49,12 @@ class NodesDisagree(SparkLaunchError):
 
     def __init__(self, report: Report) -> None:
         if report.unreachable:
-            super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+            names = [n for n, v in report.rows[0].values.items() if v != "yes"]
+            super().__init__(
+                f"cannot reach {len(names)} of {len(report.nodes)} node(s) ({', '.join(names)}): "
+                "nothing was compared",
+                "the ssh row says why, and how to fix each",
+            )
         elif {r.area for r in report.rows if r.failed} == {"memory"}:
             super().__init__(
                 "the plan does not fit the nodes' memory: nothing was started",
@@ -60,7 +67,11 @@ class NodesDisagree(SparkLaunchError):
 
     def render(self) -> str:
         """The table, then the verdict."""
-        return f"{check_text(self.report)}\n{super().render()}"
+        return self.render_on(None, False)
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The table fitted to the terminal (FAIL rows marked), then the verdict."""
+        return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
@@ -81,10 +92,11 @@ def _check(
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
     answers = gather(cluster)
-    reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
+    reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
+    hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
-        Row("ssh", "reachable", reached, ok, None if ok else "fix SSH to the node first (see the message)")
+        Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
     facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
     if len(facts) < len(answers):
@@ -92,6 +104,7 @@ def _check(
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    weighed = budgets(spec, plan, facts)
     resolved = None
     if _runnable(spec.vllm.runtime, facts):
         resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
@@ -103,7 +116,7 @@ def _check(
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows), facts)
+    return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
@@ -117,7 +130,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
     head = cluster.head
     workers = cluster.names[1:]
     port = cluster.plan.master_port
-    if not workers or facts[head.name].get("ours_running"):
+    if not workers or port is None or facts[head.name].get("ours_running"):
         return {}
     answered = threading.Event()  # the listener listens, or says why it cannot
     answer: dict[str, Any] = {}
@@ -144,7 +157,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
 
 def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     if isinstance(answer, SparkLaunchError):
-        return answer.message
+        return answer.reason
     return "yes" if answer.get("ok") else str(answer.get("error"))
 
 
@@ -169,4 +182,4 @@ def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
         }
 
     answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}
+    return {n: a if isinstance(a, dict) else {"error": a.reason} for n, a in answers.items()}

@@ -27,7 +27,7 @@ from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Cluster, Unreachable, new_run_id
 from launcher.node.executor import NodeError
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
@@ -84,9 +84,20 @@ class UpResult:
     message: str
 
 
-def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
-    """Start the plan on every node and wait until the head serves (or fail cleanly)."""
-    with cluster.locked("up"):
+def up(
+    cluster: Cluster,
+    secret_values: dict[str, str],
+    options: UpOptions,
+    reporter: Reporter,
+    checked: Report | None = None,
+) -> UpResult:
+    """Start the plan on every node and wait until the head serves (or fail cleanly).
+
+    `checked`: the check's report when the caller ran it already (with the other deployments
+    sharing the nodes); it goes into the receipt as the check `up` ran itself would.
+    """
+    run_id = new_run_id()
+    with cluster.locked("up", run_id):
         existing = _running(cluster)
         if existing:
             digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
@@ -109,12 +120,15 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
             stop_all(cluster, options.grace)
         if options.drop_caches:
             drop_caches(cluster, reporter)
-        report = _check_first(cluster, options, reporter)
+        report = checked if checked is not None else _check_first(cluster, options, reporter)
+        if checked is not None and options.locked is not None and not checked.unreachable:
+            refuse_drift(cluster, options.locked, checked.facts)
         return record_run(
             cluster,
             report,
             secret_values,
             lambda run: _start_and_wait(cluster, secret_values, options, reporter, run),
+            run_id,
         )
 
 
@@ -143,14 +157,10 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Re
 def _running(cluster: Cluster) -> dict[str, dict[str, Any]]:
     """Nodes with a live process of ours; an unreachable node is an error here."""
     statuses = cluster.each(lambda agent: agent.status())
-    _raise_first(statuses)
+    errors = {n: s for n, s in statuses.items() if isinstance(s, SparkLaunchError)}
+    if errors:  # every one named: fixing SSH node by node, one run each, is the slow way
+        raise Unreachable(errors, len(cluster.names), "nothing was started")
     return {name: s for name, s in statuses.items() if isinstance(s, dict) and s["alive"]}
-
-
-def _raise_first(results: dict[str, Any]) -> None:
-    for value in results.values():
-        if isinstance(value, SparkLaunchError):
-            raise value
 
 
 def _start_and_wait(
@@ -173,7 +183,7 @@ def _start_and_wait(
         if failed:
             left = _stop_what_answers(cluster, options)
             name, why = next(iter(failed.items()))
-            reason = why.message if isinstance(why, SparkLaunchError) else why.get("error")
+            reason = why.reason if isinstance(why, SparkLaunchError) else why.get("error")
             raise StartupFailed(f"could not start on {name}: {reason}", left, [])
         if not options.wait:
             return UpResult(

@@ -5,10 +5,46 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from launcher.core.plan import Plan
+from launcher.core.endpoint import CONFIG_FILE, ROUTER_PIN, EndpointPlan
+from launcher.core.fleet import Fleet
+from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
 from launcher.core.remote import Call
 from launcher.core.render import pretty_command, shown_word
+from launcher.core.spec.sections import spec_schema
+from launcher.core.terminal import PLAIN, Screen
+from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.serve_schema import serve_schema
 from launcher.errors import one_line
+
+# Where a value comes from, as the plan's text says it in brackets.
+LEGEND = "source: spec, launcher, vllm-default, model"
+
+
+def editor_schema(catalogs: list[Catalog], only: str | None = None) -> dict[str, Any]:
+    """The spec's JSON Schema with `serve` described per release, chosen by vllm.version (or
+    vllm.flags_from); `only`: that release's `serve` for every spec, for editors without if/then."""
+    schema = spec_schema()
+    excluded = (*LAUNCHER_ONLY, *SPEC_OWNED, *SECRET_OPTIONS)
+    for catalog in catalogs:
+        schema["$defs"][f"serve-{catalog.version}"] = serve_schema(catalog, excluded)
+    versions = [c.version for c in catalogs]
+    schema["$defs"]["VllmSection"]["properties"]["version"]["examples"] = versions
+    if only is not None:
+        schema["properties"]["serve"] = {"$ref": f"#/$defs/serve-{only}"}
+        return schema
+    schema["allOf"] = [_serve_when(v, key) for v in versions for key in ("flags_from", "version")]
+    return schema
+
+
+def _serve_when(version: str, key: str) -> dict[str, Any]:
+    """`serve` is `version`'s when vllm.<key> names it (flags_from, when given, wins)."""
+    vllm: dict[str, Any] = {"properties": {key: {"const": version}}, "required": [key]}
+    if key == "version":
+        vllm["not"] = {"required": ["flags_from"]}
+    return {
+        "if": {"properties": {"vllm": vllm}, "required": ["vllm"]},
+        "then": {"properties": {"serve": {"$ref": f"#/$defs/serve-{version}"}}},
+    }
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
@@ -37,6 +73,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "value": d.value,
                 "flag": d.flag,
                 "reason": d.reason,
+                "source": d.source,
                 **({"note": d.note} if d.note else {}),
             }
             for d in plan.derived
@@ -50,8 +87,9 @@ def plan_json(plan: Plan) -> str:
     return json.dumps(plan_dict(plan), indent=2)
 
 
-def plan_text(plan: Plan) -> str:
-    """`plan` output: each node's exact command and env, then the derived settings."""
+def plan_text(plan: Plan, screen: Screen = PLAIN) -> str:
+    """`plan` output: each node's exact command and env, then the derived settings (and where
+    each value comes from); wrapped to the screen's width when it has one."""
     out = [
         f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
         f"{len(plan.nodes)} node(s), plan {plan.digest}"
@@ -66,12 +104,14 @@ def plan_text(plan: Plan) -> str:
         out += [f"  {k}={shown_word(v)}" for k, v in n.env.items()]
         out += [f"  {name}=<secret from the launcher's environment>" for name in n.secrets]
         out.append("  " + pretty_command(n.argv).replace("\n", "\n  "))
-    out += ["", "derived settings (same on every node unless said):"]
+    out += ["", *screen.fit("", f"derived settings (same on every node unless said; [{LEGEND}]):", 2)]
     width = max(len(d.setting) for d in plan.derived)
     for d in plan.derived:
         flag = d.flag or "(implied, no flag)"
-        out.append(f"  {d.setting:<{width}}  {one_line(_text(d.value))}   {one_line(flag)}")
-        out.append(f"  {'':<{width}}  why: {d.reason}")
+        row = f"{one_line(_text(d.value))}   {one_line(flag)}   [{d.source}]"
+        out += screen.fit(f"  {d.setting:<{width}}  ", row, width + 4)
+        out[-1] = out[-1].removesuffix(f"[{d.source}]") + screen.paint(f"[{d.source}]", "dim")
+        out += screen.fit(f"  {'':<{width}}  why: ", d.reason, width + 9)
     if plan.notes:
         out += ["", "notes:", *(f"  - {note}" for note in plan.notes)]
     return "\n".join(out)
@@ -101,8 +141,97 @@ def dry_run_text(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
     return "\n".join(out)
 
 
+def dry_run_json(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
+    """`up --dry-run --json`: the same commands and stdin as the text, for scripts."""
+    nodes = [
+        {
+            "name": n.name,
+            "ssh": n.ssh,
+            "calls": [
+                {
+                    "command": call.command,
+                    "about": call.about,
+                    "stdin": f"the node script {call.script}.py" if call.script else _data(call.data),
+                }
+                for call in calls[n.name]
+            ],
+            "argv": list(n.argv),
+            "env": n.env,
+        }
+        for n in plan.nodes
+    ]
+    return json.dumps(
+        {"cluster": plan.cluster, "digest": plan.digest, "run": False, "nodes": nodes}, indent=2
+    )
+
+
+def _data(data: str | None) -> Any:
+    """A call's stdin data as JSON when it is JSON, else as text (None: no stdin)."""
+    try:
+        return None if data is None else json.loads(data)
+    except ValueError:
+        return data
+
+
 def _pretty_data(data: str) -> str:
     try:
         return json.dumps(json.loads(data), indent=2)
     except ValueError:
         return data
+
+
+def endpoint_dict(endpoint: EndpointPlan) -> dict[str, Any]:
+    """The endpoint as `plan --json` prints it."""
+    return {
+        "router": ROUTER_PIN,
+        "node": endpoint.node.name,
+        "url": endpoint.url,
+        "routes": [r.__dict__ for r in endpoint.routes],
+        "argv": list(endpoint.argv),
+        "env": endpoint.env,
+        "secrets": list(endpoint.secrets),
+        "config": endpoint.config,
+        "digest": endpoint.digest,
+    }
+
+
+def fleet_dict(fleet: Fleet) -> dict[str, Any]:
+    """`plan --json` of a spec file: one deployment's plan as it always was, or every deployment's."""
+    end = {"endpoint": endpoint_dict(fleet.endpoint)} if fleet.endpoint else {}
+    if not fleet.multi:
+        return {**plan_dict(fleet.deployments[0].plan), **end}
+    deployments = [{"deployment": d.name, **plan_dict(d.plan)} for d in fleet.deployments]
+    return {"cluster": fleet.name, "deployments": deployments, **end}
+
+
+def fleet_json(fleet: Fleet) -> str:
+    """`plan --json` output of a spec file."""
+    return json.dumps(fleet_dict(fleet), indent=2)
+
+
+def fleet_text(fleet: Fleet, screen: Screen = PLAIN) -> str:
+    """`plan` output of a spec file: each deployment's plan, then the endpoint's command."""
+    if not fleet.multi:
+        texts = [plan_text(fleet.deployments[0].plan, screen)]
+    else:
+        nodes = len({n.name for d in fleet.deployments for n in d.plan.nodes})
+        texts = [f"cluster {fleet.name}: {len(fleet.deployments)} deployment(s) on {nodes} node(s)"]
+        for d in fleet.deployments:
+            where = ", ".join(n.name for n in d.plan.nodes)
+            texts.append(f"### deployment {d.name} (on {where})\n\n{plan_text(d.plan, screen)}")
+    if fleet.endpoint:
+        texts.append(endpoint_text(fleet.endpoint))
+    return "\n\n".join(texts)
+
+
+def endpoint_text(endpoint: EndpointPlan) -> str:
+    """The endpoint: where it listens, what it routes where, its exact command and config."""
+    out = [f"### endpoint {endpoint.url} ({ROUTER_PIN} on {endpoint.node.name}), plan {endpoint.digest}"]
+    out += [f"  {r.model:<20} -> {r.url}  (deployment {r.deployment})" for r in endpoint.routes]
+    out += ["", f"== {endpoint.node.name} (the endpoint)"]
+    out += [f"  {k}={shown_word(v)}" for k, v in endpoint.env.items()]
+    out += [f"  {name}=<secret from the launcher's environment>" for name in endpoint.secrets]
+    out.append("  " + pretty_command(endpoint.argv).replace("\n", "\n  "))
+    out += ["", f"  {CONFIG_FILE} (in its run directory):"]
+    out += [f"    {line}" for line in endpoint.config.splitlines()]
+    return "\n".join(out)

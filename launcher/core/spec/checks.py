@@ -9,9 +9,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
+from typing import Protocol
 
 from launcher.core.spec.container import check_container
-from launcher.core.spec.sections import Node, Spec, VllmSection
+from launcher.core.spec.misplaced import runtime_ignored
+from launcher.core.spec.secrets import secret_name, secret_problems, token_kind
+from launcher.core.spec.sections import ModelSection, Node, Spec, VllmSection
 from launcher.errors import Problem
 
 # Set by the launcher for each node from its own fields; never written by hand.
@@ -24,15 +27,41 @@ SSH_TARGET = re.compile(r"(?:[^-@\s:][^@\s:]*@)?[^-@\s:][^@\s:]*(?::(\d{1,5}))?\
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z")
 RELEASE = re.compile(r"v?\d{1,4}(\.\d{1,4}){0,2}(\+[A-Za-z0-9._-]{1,64})?\Z")
 MAX_GPUS = 64
+ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
 NO_NODES = Problem(("nodes",), "needs at least one node", "list the machines; the first is rank 0")
+
+
+class Common(Protocol):
+    """What every deployment of a spec file shares: a Spec, or the SpecFile it came from."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def vllm(self) -> VllmSection: ...
+    @property
+    def nodes(self) -> tuple[Node, ...]: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def secrets(self) -> tuple[str, ...]: ...
+    @property
+    def ssh_config(self) -> str | None: ...
 
 
 def check_spec(spec: Spec) -> list[Problem]:
     """Problems a structurally valid spec can still have, without knowing vLLM."""
+    return check_common(spec) + check_model(spec.model, spec.vllm)
+
+
+def check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
+    """Problems of one deployment's model (paths relative to its section)."""
+    return _check_model(model, vllm) + check_container(vllm.container, vllm.runtime, model.path)
+
+
+def check_common(spec: Common) -> list[Problem]:
+    """Problems of what every deployment shares: the name, vLLM, the nodes, env, secrets, ssh."""
     problems = [*_check_top(spec), *_check_vllm(spec.vllm), *_check_nodes(spec.nodes)]
-    problems += _check_env(spec)
-    problems += _check_model(spec)
-    problems += check_container(spec.vllm.container, spec.vllm.runtime, spec.model.path)
+    problems += _check_env(spec) + runtime_ignored(spec.vllm)
     if spec.ssh_config is not None:
         problems += _one_line(("ssh_config",), spec.ssh_config)
         if spec.ssh_config.startswith("~") and not spec.ssh_config.startswith("~/"):
@@ -54,9 +83,9 @@ def release_problem(path: tuple[str | int, ...], value: str) -> Problem | None:
     return Problem(path, f"{value!r} is not a release number", 'write it like "0.33.0" (quoted)')
 
 
-def _check_model(spec: Spec) -> list[Problem]:
+def _check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
     problems = []
-    name = spec.model.served_name
+    name = model.served_name
     if name is not None and (not name.strip() or name.startswith("-") or _one_line((), name)):
         problems.append(
             Problem(
@@ -65,7 +94,7 @@ def _check_model(spec: Spec) -> list[Problem]:
                 "use a one-line name that does not start with '-'",
             )
         )
-    path = spec.model.path
+    path = model.path
     if not path.startswith("/"):
         problems.append(
             Problem(
@@ -75,7 +104,7 @@ def _check_model(spec: Spec) -> list[Problem]:
             )
         )
     problems += _one_line(("model", "path"), path)
-    if spec.vllm.runtime == "docker" and ":" in path:
+    if vllm.runtime == "docker" and ":" in path:
         problems.append(
             Problem(
                 ("model", "path"),
@@ -86,7 +115,7 @@ def _check_model(spec: Spec) -> list[Problem]:
     return problems
 
 
-def _check_top(spec: Spec) -> list[Problem]:
+def _check_top(spec: Common) -> list[Problem]:
     if CLUSTER_NAME.match(spec.name):
         return []
     return [
@@ -106,7 +135,8 @@ def _check_vllm(section: VllmSection) -> list[Problem]:
         problems += [problem] if problem else []
     needed = "venv" if section.runtime == "venv" else "image"
     if getattr(section, needed) is None:
-        problems.append(Problem(("vllm", needed), f"is required with runtime {section.runtime}"))
+        what = "the vLLM venv's absolute path on the nodes" if needed == "venv" else "the image, by digest"
+        problems.append(Problem(("vllm", needed), f"is required with runtime {section.runtime}", what))
     if section.venv is not None:
         problems += _check_venv(section.venv)
     if section.image is not None and not IMAGE.match(section.image):
@@ -123,7 +153,11 @@ def _check_vllm(section: VllmSection) -> list[Problem]:
 def _check_venv(venv: str) -> list[Problem]:
     where = ("vllm", "venv")
     if not venv.startswith("/"):
-        return [Problem(where, "must be an absolute path on the nodes")]
+        return [
+            Problem(
+                where, "must be an absolute path on the nodes", "e.g. /opt/vllm (it runs <venv>/bin/vllm)"
+            )
+        ]
     if "=" in venv:
         # `check` runs <venv>/bin/python through `env NAME=value ...`, which reads a word
         # holding '=' as one more variable.
@@ -140,7 +174,11 @@ def _check_nodes(nodes: tuple[Node, ...]) -> list[Problem]:
         for i, node in enumerate(nodes):
             if counts[getattr(node, key)] > 1:
                 problems.append(
-                    Problem(("nodes", i, key), f"{getattr(node, key)!r} is used by more than one node")
+                    Problem(
+                        ("nodes", i, key),
+                        f"{getattr(node, key)!r} is used by more than one node",
+                        f"each node needs its own {key}",
+                    )
                 )
     for i, node in enumerate(nodes):
         problems += _check_node(i, node)
@@ -172,9 +210,19 @@ def _check_node(i: int, node: Node) -> list[Problem]:
     devices += [((*where, "hca", j), hca) for j, hca in enumerate(node.hca)]
     for path, value in devices:
         if not IFACE_NAME.match(value):
-            problems.append(Problem(path, f"{value!r} is not a network device name"))
+            problems.append(
+                Problem(
+                    path,
+                    f"{value!r} is not a network device name",
+                    "the name `ip link` shows, e.g. enp1s0f0np0",
+                )
+            )
     if not 1 <= node.gpus <= MAX_GPUS:
-        problems.append(Problem((*where, "gpus"), f"must be between 1 and {MAX_GPUS}, got {node.gpus}"))
+        problems.append(
+            Problem(
+                (*where, "gpus"), f"must be between 1 and {MAX_GPUS}, got {node.gpus}", "a DGX Spark has 1"
+            )
+        )
     for name in node.env:
         if name.startswith("VLLM_"):
             problems.append(
@@ -201,13 +249,14 @@ def _check_address(where: tuple[str | int, ...], address: str) -> list[Problem]:
     return []
 
 
-def _check_env(spec: Spec) -> list[Problem]:
+def _check_env(spec: Common) -> list[Problem]:
     problems = []
     scopes: list[tuple[tuple[str | int, ...], dict[str, str]]] = [(("env",), spec.env)]
     scopes += [(("nodes", i, "env"), n.env) for i, n in enumerate(spec.nodes)]
     for where, env in scopes:
+        problems += secret_problems(where, env)
         for name, value in env.items():
-            if "\n" in value or "\r" in value:
+            if ("\n" in value or "\r" in value) and not (secret_name(name) or token_kind(value)):
                 problems.append(
                     Problem(
                         (*where, name),
@@ -216,7 +265,9 @@ def _check_env(spec: Spec) -> list[Problem]:
                     )
                 )
             if not ENV_NAME.match(name):
-                problems.append(Problem((*where, name), f"{name!r} is not a valid variable name"))
+                problems.append(
+                    Problem((*where, name), f"{name!r} is not a valid variable name", ENV_NAME_HINT)
+                )
             elif name in PER_NODE_ENV:
                 problems.append(
                     Problem(
@@ -227,7 +278,7 @@ def _check_env(spec: Spec) -> list[Problem]:
                 )
     for j, name in enumerate(spec.secrets):
         if not ENV_NAME.match(name):
-            problems.append(Problem(("secrets", j), f"{name!r} is not a valid variable name"))
+            problems.append(Problem(("secrets", j), f"{name!r} is not a valid variable name", ENV_NAME_HINT))
         elif name in spec.env or any(name in n.env for n in spec.nodes):
             problems.append(
                 Problem(
