@@ -89,10 +89,22 @@ def bring_up() -> None:
 
 @pytest.fixture(scope="session")
 def bed(bed_lock: None) -> Iterator[dict[str, Any]]:
-    """The bed, up for the whole session, taken down at its end (while this session holds it)."""
+    """The bed, up for the whole session (which holds the bed's lock), and left at its end as
+    this session found it: the machine has ONE bed, and the next session may want it up, with
+    its engines, without this session's probe variable."""
+    found = bed_status()
     bring_up()
     yield json.loads((BED_DIR / "testbed.json").read_text())
-    result = run_testbed("down", "--dir", str(BED_DIR))
+    restore_bed(found)
+
+
+def restore_bed(found: dict[str, Any]) -> None:
+    """The bed as `found`: down, or up as the other sessions bring it up (engines included)."""
+    if not found["up"]:
+        result = run_testbed("down", "--dir", str(BED_DIR))
+    else:
+        engines = ["--docker"] if any(n["dockerd_pid"] for n in found["nodes"]) else []
+        result = run_testbed("up", "--dir", str(BED_DIR), *engines)
     assert result.returncode == 0, result.stderr
 
 
@@ -194,6 +206,7 @@ def test_a_forward_drop_policy_does_not_cut_the_bridge(bed: dict[str, Any]) -> N
     filtered = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
     assert filtered.exists(), "br_netfilter is not loaded here: `modprobe br_netfilter` (as dockerd does)"
     was_filtered, was_policy = filtered.read_text(), forward_policy()
+    was_open = "spark-launch-testbed" in forward.chain()  # a DROP policy of the host's own
     try:
         filtered.write_text("1")
         subprocess.run(["iptables", "-P", "FORWARD", "DROP"], check=True)
@@ -204,7 +217,8 @@ def test_a_forward_drop_policy_does_not_cut_the_bridge(bed: dict[str, Any]) -> N
     finally:
         subprocess.run(["iptables", "-P", "FORWARD", was_policy], check=True)
         filtered.write_text(was_filtered)
-        forward.close()  # the host's filter as it was
+        if not was_open:
+            forward.close()  # the host's filter as it was
 
 
 def test_down_leaves_no_namespace_or_sshd(bed: dict[str, Any]) -> None:
