@@ -43,6 +43,14 @@ printf '#!/bin/sh\nexit 101\n' > "$policy"
 chmod 755 "$policy"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+# Where the system's python3 is another version (Ubuntu 22.04: 3.10), a 3.12 or 3.11 of its own.
+if ! "$here/python.sh" >/dev/null 2>&1; then
+  for version in 3.12 3.11; do
+    apt-cache show "python$version-venv" >/dev/null 2>&1 || continue
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$version" "python$version-venv" "python$version-dev"
+    break
+  done
+fi
 
 if [ "$had_docker" = no ] && [ -d /run/systemd/system ]; then
   systemctl stop docker.socket docker.service containerd.service 2>/dev/null || true
