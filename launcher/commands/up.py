@@ -7,8 +7,8 @@ or Ctrl-C stops every node that answers (and names any that could not be reached
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
@@ -16,6 +16,7 @@ from launcher.commands.follow import Exited, Lost, Served, TimedOut, drain, foll
 from launcher.commands.reporter import Reporter
 from launcher.commands.serving import LOST_AFTER_SECONDS, complete
 from launcher.commands.stopping import stop_all, stop_reachable
+from launcher.core.answers.run import NodeState, RunState
 from launcher.core.remote import node_job
 from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
@@ -82,7 +83,7 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
     with cluster.locked("up"):
         existing = _running(cluster)
         if existing:
-            digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
+            digests = {s.state.digest for s in existing.values() if s.state}
             if len(existing) == len(cluster.names) and digests == {cluster.plan.digest}:
                 return UpResult(
                     False,
@@ -122,17 +123,13 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> No
     reporter.info(check_summary(report))
 
 
-def _running(cluster: Cluster) -> dict[str, dict[str, Any]]:
+def _running(cluster: Cluster) -> dict[str, NodeState]:
     """Nodes with a live process of ours; an unreachable node is an error here."""
     statuses = cluster.each(lambda agent: agent.status())
-    _raise_first(statuses)
-    return {name: s for name, s in statuses.items() if isinstance(s, dict) and s["alive"]}
-
-
-def _raise_first(results: dict[str, Any]) -> None:
-    for value in results.values():
+    for value in statuses.values():
         if isinstance(value, SparkLaunchError):
             raise value
+    return {name: s for name, s in statuses.items() if isinstance(s, NodeState) and s.alive}
 
 
 def _start_and_wait(
@@ -146,17 +143,11 @@ def _start_and_wait(
     )
     commands = {n.name: n for n in cluster.plan.nodes}
 
-    def start(agent: Agent) -> dict[str, Any]:
+    def start(agent: Agent) -> RunState:
         return agent.start(node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values))
 
     try:
-        started = cluster.each(start)
-        failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError) or not s["ok"]}
-        if failed:
-            left = _stop_what_answers(cluster, options)
-            name, why = next(iter(failed.items()))
-            reason = why.message if isinstance(why, SparkLaunchError) else why.get("error")
-            raise StartupFailed(f"could not start on {name}: {reason}", left, [])
+        _start_all(cluster, start, options)
         if not options.wait:
             return UpResult(
                 True,
@@ -179,6 +170,21 @@ def _start_and_wait(
         model,
         f"{cluster.spec.name} serves {model} at {_url(cluster)} ({seconds:.1f} s)",
     )
+
+
+def _start_all(cluster: Cluster, start: Callable[[Agent], RunState], options: UpOptions) -> None:
+    """Start every rank at once; if any did not start (for any reason), stop every one that did."""
+    try:
+        started = cluster.each(start)
+    except Exception:  # not a node's error (those are values): still nothing left half-started
+        _stop_what_answers(cluster, options)
+        raise
+    failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError)}
+    if failed:
+        left = _stop_what_answers(cluster, options)
+        name, why = next(iter(failed.items()))
+        reason = why.reason if isinstance(why, NodeError) and why.node == name else why.message
+        raise StartupFailed(f"could not start on {name}: {reason}", left, [])
 
 
 def _stop_what_answers(cluster: Cluster, options: UpOptions) -> str:

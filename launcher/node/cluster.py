@@ -10,14 +10,17 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from launcher.core.answers.run import Holder
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
 from launcher.core.spec.sections import Spec
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
+
+T = TypeVar("T")
 
 
 class ClusterBusy(SparkLaunchError):
@@ -52,7 +55,7 @@ class Cluster:
         host = self.spec.serve.get("host")
         return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
 
-    def each(self, task: Callable[[Agent], dict[str, Any]]) -> dict[str, dict[str, Any] | SparkLaunchError]:
+    def each(self, task: Callable[[Agent], T]) -> dict[str, T | SparkLaunchError]:
         """Run an agent call on every node at once."""
         return fan_out(self.names, lambda name: task(self.agents[name]))
 
@@ -83,11 +86,11 @@ class Cluster:
         holder = lock_holder(command)
         agent = self.agents[self.head.name]
         answer = agent.lock(holder)
-        if not answer["ok"] and holder_is_stale(answer.get("holder", {})):
+        if not answer.ok and holder_is_stale(answer.holder):
             agent.unlock("*")
             answer = agent.lock(holder)
-        if not answer["ok"]:
-            raise _busy(self, answer.get("holder", {}))
+        if not answer.ok:
+            raise _busy(self, answer.holder)
         try:
             yield
         finally:
@@ -97,11 +100,11 @@ class Cluster:
                 agent.unlock(holder["token"])
 
 
-def _busy(cluster: Cluster, other: dict[str, Any]) -> ClusterBusy:
-    since = time.strftime("%H:%M:%S", time.localtime(other.get("since", 0)))
+def _busy(cluster: Cluster, other: Holder) -> ClusterBusy:
+    since = time.strftime("%H:%M:%S", time.localtime(other.since or 0))
     return ClusterBusy(
-        f"cluster {cluster.spec.name} is busy: `{other.get('command', '?')}` by {other.get('user', '?')}@"
-        f"{other.get('host', '?')} (pid {other.get('pid', '?')}) since {since}",
+        f"cluster {cluster.spec.name} is busy: `{other.command or '?'}` by {other.user or '?'}@"
+        f"{other.host or '?'} (pid {other.pid or '?'}) since {since}",
         "wait for it to finish; if that process is gone, remove ~/.spark-launch/"
         f"{cluster.spec.name}/lock on {cluster.head.name}",
     )
@@ -124,12 +127,12 @@ def lock_holder(command: str) -> dict[str, Any]:
     }
 
 
-def holder_is_stale(holder: dict[str, Any]) -> bool:
+def holder_is_stale(holder: Holder) -> bool:
     """True when the holder was a process on this machine that no longer exists."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+    if holder.host != socket.gethostname() or holder.pid is None:
         return False
     try:
-        os.kill(holder["pid"], 0)
+        os.kill(holder.pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import logging
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -25,14 +26,14 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
-from launcher.node.executor import HttpResponse, NodeError, Relayed, Result, StopStream, Stream
-from launcher.node.relay import OnSent, pump
+from launcher.core.spec.checks import ssh_target_problem
+from launcher.node import output
+from launcher.node.executor import HttpResponse, NodeError, Result, Stream
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
-RELAY_CHUNK = 1 << 20
 RELAY_WINDOW = 64 << 20  # bytes a node may send before we acknowledge: keeps a bulk stream full
 RELAY_PACKET = 1 << 18  # the largest packet a node may send us: fewer packets, less per-packet work
 # AES-GCM first (when the server offers it): no separate MAC pass, twice the bulk throughput here.
@@ -67,6 +68,10 @@ class SshExecutor:
                 f"ssh_config file {ssh_config} does not exist",
                 "fix --ssh-config or the spec's ssh_config key",
             )
+        for node, target in targets.items():
+            problem = ssh_target_problem(target)
+            if problem:
+                raise NodeError(node, f"{target!r} {problem}: refusing it", "fix the node's ssh target")
         self.targets = targets
         self.ssh_config = ssh_config
         self.connect_timeout = connect_timeout
@@ -92,6 +97,15 @@ class SshExecutor:
     def _new_connection(self, node: str) -> Connection:
         config = Config(runtime_ssh_path=os.path.expanduser(self.ssh_config)) if self.ssh_config else Config()
         conn = Connection(self.targets[node], config=config, connect_timeout=self.connect_timeout)
+        hop: Any = conn
+        while isinstance(hop, Connection):  # every ProxyJump hop by the final host's rules
+            self._setup(hop)
+            hop = hop.gateway
+        return conn
+
+    def _setup(self, conn: Connection) -> None:
+        """Timeouts, ciphers and host-key checking of one connection, as its ssh_config says."""
+        conn.connect_timeout = conn.connect_timeout or self.connect_timeout
         conn.connect_kwargs.setdefault("banner_timeout", self.connect_timeout)
         conn.connect_kwargs["transport_factory"] = _gcm_first
         strict = str(conn.ssh_config.get("stricthostkeychecking", "ask")).lower()
@@ -108,7 +122,6 @@ class SshExecutor:
             conn.client.set_missing_host_key_policy(_AcceptNew(files[0]))
         else:
             conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
-        return conn
 
     @contextmanager
     def _errors(self, node: str, conn: Connection | None = None) -> Iterator[None]:
@@ -117,11 +130,13 @@ class SshExecutor:
         host, port = (conn.host, conn.port) if conn is not None else (where, 22)
         try:
             yield
-        except paramiko.BadHostKeyException:
+        except paramiko.BadHostKeyException as exc:
+            hop = _hop(conn, exc.hostname)
             raise NodeError(
                 node,
-                f"the host key of {where} has CHANGED: refusing to connect",
-                f"if the node was reinstalled, remove the old key: ssh-keygen -R {host}",
+                f"the host key of {hop or where} has CHANGED: refusing to connect",
+                "if the node was reinstalled, remove the old key: "
+                f"ssh-keygen -R {exc.hostname if hop else host}",
             ) from None
         except paramiko.AuthenticationException:
             raise NodeError(
@@ -144,12 +159,15 @@ class SshExecutor:
                 node, f"cannot resolve {where}", "check the ssh target or HostName in ssh_config"
             ) from None
         except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc):
+            unknown = re.match(r"Server '(.*)' not found in known_hosts", str(exc))
+            if unknown:  # paramiko's RejectPolicy, for the final host or a ProxyJump hop
+                hop = _hop(conn, unknown.group(1))
+                scan = f"ssh-keyscan {unknown.group(1)}" if hop else f"ssh-keyscan -p {port} {host}"
                 raise NodeError(
                     node,
-                    f"the host key of {where} is unknown: refusing to connect",
+                    f"the host key of {hop or where} is unknown: refusing to connect",
                     f"check it, then accept it: ssh {self.targets[node]} once, or "
-                    f"ssh-keyscan -p {port} {host} >> ~/.ssh/known_hosts",
+                    f"{scan} >> ~/.ssh/known_hosts",
                 ) from None
             raise NodeError(node, f"ssh failed: {exc}") from None
         except (EOFError, OSError) as exc:
@@ -161,34 +179,20 @@ class SshExecutor:
 
     # -- the Executor interface --------------------------------------------------------
     def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
-        """Run `command` in the node's login shell; stdin (if any) is sent, then closed."""
-        client = self.connection(node).client
+        """Run `command` in the node's login shell; stdin (if any) is sent, then closed.
+
+        stdout and stderr are read at once (either one left unread stalls the other), each
+        up to a limit: past it, the command is ended and this is a NodeError.
+        """
         with self._errors(node):
-            chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)
-            if stdin is not None:
-                chan_in.write(stdin.encode())
-            chan_in.channel.shutdown_write()
-            out = chan_out.read().decode(errors="replace")
-            err = chan_err.read().decode(errors="replace")
-            return Result(command, chan_out.channel.recv_exit_status(), out, err)
+            return output.collect(node, command, self._open(node, command, timeout=timeout), stdin, timeout)
 
     def stream(
         self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
     ) -> Result:
-        """Run `command`, handing each stdout line to `on_line` as it arrives."""
-        client = self.connection(node).client
+        """Run `command`, handing each stdout line to `on_line` as it arrives (stderr drained meanwhile)."""
         with self._errors(node):
-            chan_in, chan_out, _ = client.exec_command(command)
-            if stdin is not None:
-                chan_in.write(stdin.encode())
-            chan_in.channel.shutdown_write()
-            try:
-                for line in chan_out:
-                    on_line(line.rstrip("\n"))
-            except StopStream:
-                chan_out.channel.close()  # the remote side sees its next write fail, and ends
-                return Result(command, -1, "", "")
-            return Result(command, chan_out.channel.recv_exit_status(), "", "")
+            return output.follow(node, command, self._open(node, command), on_line, stdin)
 
     def http(
         self,
@@ -219,11 +223,8 @@ class SshExecutor:
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
         conn.sock = channel
         try:
-            sent: dict[str, Any] = {
-                **({"Content-Type": "application/json"} if body is not None else {}),
-                **(headers or {}),
-            }
-            conn.request(method, path, body, sent)
+            sent: dict[str, Any] = {**({"Content-Type": "application/json"} if body is not None else {})}
+            conn.request(method, path, body, {**sent, **(headers or {})})
             response = conn.getresponse()
             return HttpResponse(response.status, response.read())
         except (OSError, http.client.HTTPException) as exc:
@@ -234,66 +235,25 @@ class SshExecutor:
             channel.close()
 
     def open(self, node: str, command: str) -> Stream:
-        """Start `command` on its own channel; its stdin and stdout stay open as byte streams."""
-        return _ChannelStream(self._channel(node, command))
+        """Start `command` on its own channel; its stdin, stdout and stderr stay open as byte streams.
 
-    def relay(
-        self, source: str, command: str, targets: dict[str, str], on_progress: OnSent | None = None
-    ) -> Relayed:
-        """Stream `command`'s output on `source` into every target's command, through this process.
-
-        One read from the source feeds every target (the source runs once); a target whose
-        command ends early is dropped and the others go on. Channels get a large window,
-        so the stream is not throttled by acknowledgements.
+        The channel gets a large window, so a bulk stream is not throttled by acknowledgements.
         """
-        sinks: dict[str, paramiko.Channel] = {}
-        results: dict[str, Result | NodeError] = {}
-        for name, cmd in targets.items():
-            try:
-                sinks[name] = self._channel(name, cmd)
-            except NodeError as exc:
-                results[name] = exc
-        src = self._channel(source, command)
-        outputs: dict[str, tuple[bytearray, bytearray]] = {n: (bytearray(), bytearray()) for n in sinks}
+        return self._open(node, command, RELAY_WINDOW)
 
-        def writer(name: str) -> Callable[[bytes], None]:
-            def write(block: bytes) -> None:
-                sinks[name].sendall(block)
-                _drain(sinks[name], outputs[name])
-
-            return write
-
-        broken = (OSError, EOFError, paramiko.SSHException)
-        sent, failed = pump(lambda: src.recv(RELAY_CHUNK), {n: writer(n) for n in sinks}, broken, on_progress)
-        if failed is not None:
-            with self._errors(source):
-                raise failed
-        stopped = not src.eof_received
-        if stopped:
-            src.close()  # nobody took more: the source's command gets SIGPIPE
-        for name, chan in sinks.items():
-            with self._errors(name):
-                chan.shutdown_write()
-                code = chan.recv_exit_status()
-                _drain(chan, outputs[name], everything=True)
-            out, err = (bytes(b).decode(errors="replace") for b in outputs[name])
-            results[name] = Result(targets[name], code, out, err)
-        with self._errors(source):
-            error = b"".join(iter(lambda: src.recv_stderr(65536), b"")).decode(errors="replace")
-            code = -1 if stopped else src.recv_exit_status()
-        return Relayed(Result(command, code, "", error), results, sent)
-
-    def _channel(self, node: str, command: str) -> paramiko.Channel:
-        """A session channel on `node` running `command`, with a large window for bulk data."""
+    def _open(
+        self, node: str, command: str, window: int | None = None, timeout: float | None = None
+    ) -> Stream:
+        """`command` on a session channel of its own (a window for bulk data if asked)."""
         transport = self.connection(node).client.get_transport()
         if transport is None:
             raise NodeError(node, "the SSH connection closed")
         with self._errors(node):
-            channel: paramiko.Channel = transport.open_session(
-                window_size=RELAY_WINDOW, max_packet_size=RELAY_PACKET
-            )
+            sizes = {"window_size": window, "max_packet_size": RELAY_PACKET} if window else {}
+            channel: paramiko.Channel = transport.open_session(**sizes)
+            channel.settimeout(timeout)
             channel.exec_command(command)
-            return channel
+            return _ChannelStream(channel)
 
     def close(self) -> None:
         """Close every connection."""
@@ -310,7 +270,10 @@ class _ChannelStream:
 
     def send(self, data: bytes) -> None:
         """Write to the command's stdin."""
-        self.channel.sendall(data)
+        try:
+            self.channel.sendall(data)
+        except (EOFError, paramiko.SSHException) as exc:
+            raise OSError(f"the channel closed: {exc}") from None
 
     def send_eof(self) -> None:
         """Close its stdin."""
@@ -320,10 +283,9 @@ class _ChannelStream:
         """Up to `size` bytes of its stdout."""
         return self.channel.recv(size)
 
-    def stderr_lines(self) -> Iterator[str]:
-        """Its stderr, line by line."""
-        for line in self.channel.makefile_stderr("rb"):
-            yield line.decode(errors="replace").rstrip("\n")
+    def recv_stderr(self, size: int) -> bytes:
+        """Up to `size` bytes of its stderr."""
+        return self.channel.recv_stderr(size)
 
     def wait(self) -> int:
         """Its exit status."""
@@ -334,19 +296,11 @@ class _ChannelStream:
         self.channel.close()
 
 
-def _drain(channel: paramiko.Channel, into: tuple[bytearray, bytearray], everything: bool = False) -> None:
-    """Take what the channel's command has written so far (to the end, with `everything`)."""
-    out, err = into
-    while everything or channel.recv_ready():
-        block = channel.recv(65536)
-        if not block:
-            break
-        out += block
-    while everything or channel.recv_stderr_ready():
-        block = channel.recv_stderr(65536)
-        if not block:
-            break
-        err += block
+def _hop(conn: Connection | None, hostname: str | None) -> str | None:
+    """'the ProxyJump hop H' when `hostname` (as known_hosts names it) is not the final host."""
+    if conn is None or hostname is None or hostname in (conn.host, f"[{conn.host}]:{conn.port}"):
+        return None
+    return f"the ProxyJump hop {hostname}"
 
 
 def _gcm_first(*args: Any, **kwargs: Any) -> paramiko.Transport:

@@ -8,7 +8,7 @@ from typing import Any
 from launcher.core.checks.report import Row
 
 
-def host_rows(facts: Mapping[str, dict[str, Any]], nnodes: int) -> list[Row]:
+def host_rows(facts: Mapping[str, Mapping[str, Any]], nnodes: int) -> list[Row]:
     """The GPUs as nvidia-smi reports them (informational)."""
     host = {n: f.get("host", {}) for n, f in facts.items()}
     return [

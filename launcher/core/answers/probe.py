@@ -1,0 +1,76 @@
+"""The answers of the net, probe and gather scripts. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.core.answers.read import MAX_CONTENT, At, Refused, strings
+from launcher.core.answers.run import failed
+
+MAX_PORT = 65535
+
+
+@dataclass(frozen=True)
+class Listening:
+    """The net script's first line: listening on a port, or why it cannot."""
+
+    port: int | None
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, raw: object) -> Listening:
+        """From the first line of `net listen`."""
+        at = At(raw)
+        if at.get("listening") is not None and at.field("listening").flag():
+            return cls(at.field("port").integer(1, MAX_PORT))
+        return cls(None, failed(at) or "the listener gave no port")
+
+
+def peers(raw: object) -> tuple[str, ...]:
+    """The addresses `net listen` saw connect (its last line)."""
+    at = At(raw)
+    error = failed(at)
+    if error is not None:
+        raise Refused(error)
+    return strings(at.field("peers"), lambda a: a.name(64), 1024)
+
+
+def connected(raw: object) -> str | None:
+    """`net connect`'s answer: None when the connection was made, else why not."""
+    return failed(At(raw))
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What a node's own vLLM resolved from its exact command (or why it could not)."""
+
+    resolved: dict[str, Any]
+    cached: bool = False
+    vllm_version: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def parse(cls, raw: object) -> Probed:
+        """From the probe's marked JSON line."""
+        at = At(raw)
+        error = failed(at)
+        if error is not None:
+            return cls({}, error=error)
+        resolved = at.field("resolved")
+        values = {key: value.json(8, 10_000) for key, value in resolved.entries(At.name, 10_000).items()}
+        return cls(
+            values,
+            at.maybe("cached", At.flag) or False,
+            at.maybe("vllm_version", lambda a: a.name(128)),
+        )
+
+
+def gathered(raw: object) -> dict[str, str]:
+    """The gather script's files, by their path inside the node's folder of the bundle."""
+    at = At(raw)
+    error = failed(at)
+    if error is not None:
+        raise Refused(error)
+    files = at.field("files").entries(At.relative, 10_000)
+    return {path: text.content(MAX_CONTENT) for path, text in files.items()}
