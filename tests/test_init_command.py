@@ -12,6 +12,7 @@ import pytest
 
 from launcher.cli import main
 from launcher.commands.facts import HostsUnreachable
+from launcher.node.ssh import SshExecutor
 from launcher.commands.init import init
 from launcher.commands.reporter import Silent
 from launcher.core.init.draft import InitRequest
@@ -97,6 +98,8 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         (["--hosts", "a,,a"], "a is given twice"),
         (["--hosts", " , "], "give at least one host"),
         (["--hosts", "-oProxyCommand=x"], "is not an ssh target"),
+        (["--hosts", "spark-1,spark-2;id"], "'spark-2;id' is not an ssh target"),
+        (["--hosts", "`id`@spark-1"], "is not an ssh target"),
     ],
 )
 def test_bad_arguments_are_usage_errors(
@@ -119,3 +122,11 @@ def test_an_existing_spec_is_not_replaced_without_force(
 def test_a_missing_ssh_config_is_said_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "facts", "--hosts", "a", "--ssh-config", "/nonexistent/ssh_config")
     assert code == 4 and "ssh_config file /nonexistent/ssh_config does not exist" in err
+
+
+@pytest.mark.parametrize("target", ["spark-1;id", "spark-1 -oProxyCommand=id", "$(id)", "a|b", "-oX"])
+def test_the_executor_refuses_a_target_with_shell_metacharacters(target: str) -> None:
+    """Whatever reaches it (a spec, --hosts, a script): refused before any connection."""
+    with pytest.raises(NodeError) as caught:
+        SshExecutor({"n1": target})
+    assert caught.value.node == "n1" and "is not an ssh target" in caught.value.message
