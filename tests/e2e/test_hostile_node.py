@@ -132,6 +132,7 @@ def test_a_forged_relay_request_runs_nothing_on_the_target(
     forge("relay.json", json.dumps({"event": "relay", "command": forged}) + "\n")
     code, result = sync(spec, "--relay")
     [node] = result["nodes"]
+    assert not marker.exists(), "the forged command ran on node2"
     assert code == 1 and node["state"] == "failed"
     assert node["detail"].startswith(
         "node node1: asked the relay to run something else than the planned rsync receiver on node2"
