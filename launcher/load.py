@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.plan import Plan, PlanProblems, build_plan
+from launcher.core.receipts.release import Comparison, compare_release
 from launcher.core.spec.checks import release_problem
 from launcher.core.spec.sections import Spec
 from launcher.core.spec.validate import validate_spec
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, model_facts
-from launcher.errors import Problem, SparkLaunchError, one_line
+from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
+
+
+class UnknownRelease(SparkLaunchError):
+    """A release with no committed catalog, named where one is required."""
+
+    exit_status = ExitStatus.BAD_SPEC
+
 
 MAX_CONFIG = 16 << 20  # a model's config.json is a few KiB; a larger one is not read whole
 
@@ -25,7 +34,7 @@ def read_document(path: str | Path) -> Document:
         with Path(path).open("rb") as f:
             data = f.read(MAX_BYTES + 1)  # no more: /dev/zero is a path too
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise SparkLaunchError(
+        raise InputError(
             f"cannot read spec {one_line(str(path))}: {getattr(exc, 'strerror', None) or exc}",
             "give the path of a deployment YAML, e.g. configs/demo.yaml",
         ) from None
@@ -88,3 +97,16 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
     if problems or spec is None:
         raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
     return spec, plan
+
+
+def compare_file(path: str | Path, version: str) -> Comparison:
+    """Plan a spec file for its release and for `version`; what moving to `version` changes."""
+    spec, plan = plan_file(path)
+    if version not in known_versions():
+        raise UnknownRelease(
+            f"no catalog for vLLM {one_line(version)} to compare with; known: {', '.join(known_versions())}",
+            "--compare-release takes a supported release (see the README: adding a release)",
+        )
+    new = load_catalog(version)
+    moved = dataclasses.replace(spec, vllm=dataclasses.replace(spec.vllm, version=version, flags_from=None))
+    return compare_release(spec, plan, catalog_for(spec), new, read_model_facts(moved, new))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import os
 import socket
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/golden/* from the current output instead of comparing",
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Receipts of runs started by module-scoped fixtures go to the session's state directory."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("state")
+        patch.setenv("XDG_STATE_HOME", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Receipts of this test's runs go to its own state directory, never the developer's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
 
 
 @pytest.fixture
@@ -101,6 +119,9 @@ def fake_vllm_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluste
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
+    py_spy = Path(sys.executable).parent / "py-spy"  # the real one, from the dev extras
+    if py_spy.exists():
+        (venv / "bin" / "py-spy").symlink_to(py_spy)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     data = base_spec("0.32.0", nodes=2)
     data["vllm"]["venv"] = str(venv)

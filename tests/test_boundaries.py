@@ -283,11 +283,12 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote"),
+    ("plan", "render", "remote", "rows"),
     ("sync",),
     ("answers",),
     ("checks", "init", "serving"),
-    ("views", "reports", "redact"),
+    ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview
+    ("views", "reports", "redact", "terminal"),
 )
 SIDE_BY_SIDE = CORE_ORDER.index(("checks", "init", "serving"))  # rooms that never import each other
 
@@ -334,6 +335,9 @@ VERBS = {
         "systemd",
         "sync.models",
         "sync.images",
+        "runs",
+        "diff",
+        "lockfile",
     )
 }
 

@@ -49,7 +49,8 @@ def facts_of(**changes: Any) -> dict[str, Any]:
             "holds_address": True,
             "ports_free": {},
         },
-        "host": {"gpus": None, "MemTotal": 1 << 30},
+        "host": {"gpus": None, "kernel": "6.1.0", "os": "Debian GNU/Linux 12", "MemTotal": 1 << 30},
+        "tools": {"py_spy": None, "ptrace": "root", "ptrace_ok": True},
         "memory": {"meminfo": {"MemTotal": 1 << 30}, "gpus": None, "model_config": None},
     }
     for dotted, value in changes.items():

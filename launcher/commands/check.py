@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from launcher.catalogs import load_catalog
+from launcher.commands.inputs import gather
 from launcher.commands.listening import Listener
 from launcher.core import remote
 from launcher.core.answers.facts import Facts
@@ -30,9 +31,8 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
-from launcher.core.render import container_name
 from launcher.core.reports import check_text
-from launcher.core.sync.manifest import model_dirs
+from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
@@ -48,7 +48,12 @@ class NodesDisagree(SparkLaunchError):
 
     def __init__(self, report: Report) -> None:
         if report.unreachable:
-            super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+            names = [n for n, v in report.rows[0].values.items() if v != "yes"]
+            super().__init__(
+                f"cannot reach {len(names)} of {len(report.nodes)} node(s) ({', '.join(names)}): "
+                "nothing was compared",
+                "the ssh row says why, and how to fix each",
+            )
         elif {r.area for r in report.rows if r.failed} == {"memory"}:
             super().__init__(
                 "the plan does not fit the nodes' memory: nothing was started",
@@ -61,7 +66,11 @@ class NodesDisagree(SparkLaunchError):
 
     def render(self) -> str:
         """The table, then the verdict."""
-        return f"{check_text(self.report)}\n{super().render()}"
+        return self.render_on(None, False)
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The table fitted to the terminal (FAIL rows marked), then the verdict."""
+        return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
@@ -81,32 +90,12 @@ def _check(
     cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
-
-    def ask(name: str) -> Facts:
-        node = next(n for n in spec.nodes if n.name == name)
-        request = {
-            "venv": spec.vllm.venv,
-            "image": spec.vllm.image,
-            "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
-            "interface": node.interface,
-            "address": node.address,
-            "ports": ports if name == cluster.head.name else [],
-        }
-        agent = cluster.agents[name]
-        found = agent.facts(request)
-        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
-        found["model"] = {"weight_bytes": found["models"][spec.model.path].total_bytes}
-        return found
-
-    answers = fan_out(cluster.names, ask)
-    reached = {
-        n: a.render().replace("\n", " ") if isinstance(a, SparkLaunchError) else "yes"
-        for n, a in answers.items()
-    }
+    answers = gather(cluster)
+    reached = {n: a.reason if isinstance(a, SparkLaunchError) else "yes" for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
+    hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
-        Row("ssh", "reachable", reached, ok, None if ok else "fix SSH to the node first (see the message)")
+        Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
     facts = {n: a for n, a in answers.items() if not isinstance(a, SparkLaunchError)}
     if len(facts) < len(answers):
@@ -125,7 +114,7 @@ def _check(
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows))
+    return Report(tuple(cluster.names), tuple(rows), facts)
 
 
 def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
@@ -149,7 +138,7 @@ def _reachability(cluster: Cluster, facts: dict[str, Facts]) -> dict[str, str]:
         return dict.fromkeys(workers, f"no listener on the head: {first.error}")
     results = fan_out(workers, lambda w: cluster.agents[w].ask(connect_call(cluster, w, port), connected))
     listener.join(20)
-    return {w: r.message if isinstance(r, SparkLaunchError) else r or "yes" for w, r in results.items()}
+    return {w: r.reason if isinstance(r, SparkLaunchError) else r or "yes" for w, r in results.items()}
 
 
 def connect_call(cluster: Cluster, worker: str, port: int) -> remote.Call:
@@ -174,7 +163,7 @@ def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
 
 def _resolved(answer: Probed | SparkLaunchError) -> dict[str, Any]:
     if isinstance(answer, SparkLaunchError):
-        return {"error": answer.message}
+        return {"error": answer.reason}
     if answer.error is not None:
         return {"error": answer.error}
     return {**answer.resolved, "cached": answer.cached, "vllm_version": answer.vllm_version}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.commands.check import run_check
+from launcher.commands.receipts import bundle_files
 from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.core import remote
@@ -46,6 +47,7 @@ def collect(
         "plan.txt": plan_text(cluster.plan),
         "plan.json": plan_json(cluster.plan),
         "launcher.json": json.dumps(_launcher(version), indent=2),
+        **bundle_files(cluster.spec.name),  # the last runs' receipts, with any stacks captured
     }
     reporter.info("check (cached probe answers where they hold)")
     files.update(_attempt("check", lambda: _check(cluster)))

@@ -24,7 +24,13 @@ class NodeError(SparkLaunchError):
 
     def __init__(self, node: str, reason: str, hint: str | None = None) -> None:
         super().__init__(f"node {node}: {reason}", hint)
-        self.node, self.reason = node, reason
+        self.node = node
+        self._reason = reason
+
+    @property
+    def reason(self) -> str:
+        """What failed, without "node NAME:" (for a table or a line that names the node already)."""
+        return self._reason
 
 
 class StopStream(Exception):

@@ -57,11 +57,21 @@ class NetworkFacts(TypedDict, total=False):
 
 
 class HostFacts(TypedDict, total=False):
-    """The GPUs as nvidia-smi lists them, and memory."""
+    """Kernel, OS, the GPUs as nvidia-smi lists them, and memory."""
 
     gpus: list[str] | None
+    kernel: str | None
+    os: str | None
     MemTotal: int
     MemAvailable: int
+
+
+class ToolFacts(TypedDict):
+    """Where py-spy is (None: missing), and whether it may read our processes."""
+
+    py_spy: str | None
+    ptrace: str
+    ptrace_ok: bool
 
 
 class GpuMemory(TypedDict):
@@ -95,6 +105,7 @@ class Facts(TypedDict, total=False):
     env: dict[str, str]
     network: NetworkFacts
     host: HostFacts
+    tools: ToolFacts
     memory: MemoryFacts
     models: dict[str, Manifest]
     model: ModelSize
@@ -112,6 +123,11 @@ def facts(raw: object) -> Facts:
         env={k: v.text() for k, v in at.field("env").entries(_env_name, 10_000).items()},
         network=_network(at.field("network")),
         host=host(at.field("host")),
+        tools=ToolFacts(
+            py_spy=at.field("tools").maybe("py_spy", At.absolute),
+            ptrace=at.field("tools").field("ptrace").name(),
+            ptrace_ok=at.field("tools").field("ptrace_ok").flag(),
+        ),
         memory=_memory(at.field("memory")),
     )
 
@@ -181,6 +197,9 @@ def _port(at: At) -> str:
 def host(at: At) -> HostFacts:
     """GPUs and memory as the node reports them (facts and discover alike)."""
     out = HostFacts(gpus=at.maybe("gpus", lambda a: list(strings(a, limit=256))))
+    for key in ("kernel", "os"):
+        if key in at.fields():
+            out[key] = at.maybe(key, At.name)
     if at.get("MemTotal") is not None:
         out["MemTotal"] = at.field("MemTotal").integer(0, MAX_BYTES)
     if at.get("MemAvailable") is not None:

@@ -1,9 +1,9 @@
-"""The answers of the net, probe and gather scripts. Pure."""
+"""The answers of the net, probe, gather and stacks scripts. Pure."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from launcher.core.answers.read import MAX_CONTENT, At, Refused, strings
 from launcher.core.answers.run import failed
@@ -74,3 +74,54 @@ def gathered(raw: object) -> dict[str, str]:
         raise Refused(error)
     files = at.field("files").entries(At.relative, 10_000)
     return {path: text.content(MAX_CONTENT) for path, text in files.items()}
+
+
+class Dumped(TypedDict, total=False):
+    """One process's py-spy dump, as the stacks script reports it (its text is in the files)."""
+
+    pid: int
+    cmdline: str
+    ok: bool
+    paused: bool
+    error: str
+
+
+class Captured(TypedDict, total=False):
+    """The stacks script's answer: what it captured of our processes, and where it kept it."""
+
+    run_id: str
+    py_spy: str | None
+    hint: str | None
+    ptrace: str
+    processes: list[Dumped]
+    python_pids: list[int]
+    files: dict[str, str]
+    texts: dict[str, str]
+
+
+def captured(raw: object) -> Captured:
+    """The stacks script's answer."""
+    at = At(raw)
+    error = failed(at)
+    if error is not None:
+        raise Refused(error)
+    return Captured(
+        run_id=at.field("run_id").name(128),
+        py_spy=at.maybe("py_spy", At.absolute),
+        hint=at.maybe("hint", At.text),
+        ptrace=at.field("ptrace").name(),
+        processes=[_dumped(p) for p in at.field("processes").items(10_000)],
+        python_pids=[p.integer(1, 1 << 22) for p in at.field("python_pids").items(10_000)],
+        files={k: v.absolute() for k, v in at.field("files").entries(At.relative, 100).items()},
+        texts={k: v.content() for k, v in at.field("texts").entries(At.relative, 100).items()},
+    )
+
+
+def _dumped(at: At) -> Dumped:
+    out = Dumped(pid=at.field("pid").integer(1, 1 << 22), cmdline=at.field("cmdline").text(4096))
+    out["ok"] = at.field("ok").flag()
+    if at.get("paused") is not None:
+        out["paused"] = at.field("paused").flag()
+    if at.get("error") is not None:
+        out["error"] = at.field("error").text()
+    return out

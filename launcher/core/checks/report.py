@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.core.answers.facts import Facts
 from launcher.errors import ExitStatus
 
 
@@ -34,6 +35,7 @@ class Report:
 
     nodes: tuple[str, ...]
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    facts: Mapping[str, Facts] = field(default_factory=dict, compare=False, repr=False)  # as reported
 
     @property
     def ok(self) -> bool:

@@ -100,6 +100,7 @@ class DownResult:
     """What `down` found and stopped on each node."""
 
     per_node: dict[str, Stopped]
+    unreachable: dict[str, str] = field(default_factory=dict)  # node -> why it could not be reached
 
     @property
     def clean(self) -> bool:

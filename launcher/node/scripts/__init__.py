@@ -37,6 +37,7 @@ NAMES = (
     "image",
     "drop",
     "gather",
+    "stacks",
 )
 LIBRARIES = ("common", "inputs", "installed", "memory")  # no entry of their own: only ever inlined
 
