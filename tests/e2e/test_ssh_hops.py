@@ -69,17 +69,21 @@ def test_a_hop_with_a_known_key_is_used(testbed: Path, tmp_path: Path) -> None:
 def test_a_hop_whose_key_is_unknown_is_refused_naming_it(testbed: Path, tmp_path: Path) -> None:
     with pytest.raises(NodeError) as caught:
         run_behind(config(tmp_path, ""))
+    known = tmp_path / "jump_known_hosts"
     assert caught.value.node == "n2"
-    assert (
-        "the host key of the ProxyJump hop 10.99.0.1 is unknown: refusing to connect" in caught.value.message
+    assert caught.value.reason == (
+        f"the ProxyJump hop jump: the host key of root@10.99.0.1:22 is not in {known}: refusing to connect"
     )
+    assert f"ssh-keyscan -p 22 10.99.0.1 >> {known}" in str(caught.value.hint)
 
 
 def test_a_hop_whose_key_changed_is_refused_naming_it(testbed: Path, tmp_path: Path) -> None:
     other = next(x for x in (BED / "known_hosts").read_text().splitlines() if x.startswith("node2,"))
     with pytest.raises(NodeError) as caught:
         run_behind(config(tmp_path, "10.99.0.1 " + other.split(" ", 1)[1] + "\n"))
-    assert (
-        "the host key of the ProxyJump hop 10.99.0.1 has CHANGED: refusing to connect" in caught.value.message
+    known = tmp_path / "jump_known_hosts"
+    assert caught.value.reason == (
+        f"the ProxyJump hop jump: the host key of root@10.99.0.1:22 has CHANGED since it was recorded in "
+        f"{known}: refusing to connect"
     )
-    assert "ssh-keygen -R 10.99.0.1" in str(caught.value.hint)
+    assert f"ssh-keygen -f {known} -R '10.99.0.1'" in str(caught.value.hint)
