@@ -76,9 +76,11 @@ class Agent:
     def events(self, call: Call, parse: Callable[[object], T], on_event: Callable[[T], None]) -> Result:
         """Execute a call whose JSON lines come as they are written; each one parsed, to `on_event`."""
 
+        what = f"the node script {call.script}" if call.script else f"`{call.command[:60]}`"
+
         def on_line(line: str) -> None:
             if line.startswith("{"):
-                with self.reading(f"the node script {call.script or call.command.split()[0]}"):
+                with self.reading(what):
                     event = parse(loads(line))
                 on_event(event)
 
