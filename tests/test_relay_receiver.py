@@ -20,6 +20,7 @@ ASKED = (
     "--server",
     "-logDtpRe.LsfxCIvu",
     "--timeout=300",
+    "--safe-links",
     "--append",
     "--append",
     ".",
@@ -27,14 +28,14 @@ ASKED = (
 )
 
 
-def asked_by_real_rsync(tmp_path: Path, path: str, bwlimit: int | None = None) -> tuple[str, ...]:
+def asked_by_real_rsync(tmp_path: Path, path: str, bwlimit: int | None, snapshot: bool) -> tuple[str, ...]:
     """What this machine's rsync asks its remote shell to run on the target, word by word."""
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a").write_text("x")
     rsh = tmp_path / "rsh"
     rsh.write_text(f'#!/bin/sh\nfor a; do printf "%s\\0" "$a"; done > {tmp_path}/asked; exit 1\n')
     rsh.chmod(0o755)
-    argv = rsync_argv(str(tmp_path / "src"), remote_target("10.0.0.2", "root@n2", path), bwlimit)
+    argv = rsync_argv(str(tmp_path / "src"), remote_target("10.0.0.2", "root@n2", path), bwlimit, snapshot)
     subprocess.run(
         [argv[0], f"--rsh={rsh}", *argv[1:]], input=b"a\0", capture_output=True, check=False, timeout=30
     )
@@ -43,13 +44,13 @@ def asked_by_real_rsync(tmp_path: Path, path: str, bwlimit: int | None = None) -
 
 
 @pytest.mark.parametrize("path", ["/models/m", "/models/my model's; (v2)"], ids=["plain", "shell-characters"])
-@pytest.mark.parametrize("bwlimit", [None, 1000])
+@pytest.mark.parametrize(("bwlimit", "snapshot"), [(None, False), (1000, False), (None, True)])
 def test_what_the_real_rsync_asks_is_the_planned_receiver(
-    tmp_path: Path, path: str, bwlimit: int | None
+    tmp_path: Path, path: str, bwlimit: int | None, snapshot: bool
 ) -> None:
-    argv = rsync_argv(PATH, remote_target("10.0.0.2", "n2", path), bwlimit)
+    argv = rsync_argv(PATH, remote_target("10.0.0.2", "n2", path), bwlimit, snapshot)
     receiver = receiver_for(argv, path)
-    command = checked(receiver, asked_by_real_rsync(tmp_path, path, bwlimit))
+    command = checked(receiver, asked_by_real_rsync(tmp_path, path, bwlimit, snapshot))
     words = shlex.split(command)
     assert words[:2] == ["rsync", "--server"] and words[-2:] == [".", path + "/"]
     assert words[3:-2] == list(receiver.options)

@@ -31,6 +31,7 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
+from launcher.core.checks.memory import budgets
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
@@ -103,6 +104,7 @@ def _check(
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    weighed = budgets(spec, plan, facts)
     resolved = None
     if _runnable(spec.vllm.runtime, facts):
         resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
@@ -114,7 +116,7 @@ def _check(
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows), facts)
+    return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 
 def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
@@ -128,7 +130,7 @@ def _reachability(cluster: Cluster, facts: dict[str, Facts]) -> dict[str, str]:
     head = cluster.head
     workers = cluster.names[1:]
     port = cluster.plan.master_port
-    if not workers or facts[head.name].get("ours_running"):
+    if not workers or port is None or facts[head.name].get("ours_running"):
         return {}
     agent = cluster.agents[head.name]
     listener = Listener(agent, remote.listen_call(agent.dir, head.address, port, len(workers), 15))

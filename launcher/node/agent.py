@@ -21,6 +21,7 @@ from launcher.core.answers.run import Locked, NodeState, RunState, Stopped, star
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
 from launcher.core.sync.manifest import Manifest
+from launcher.errors import ExitStatus
 from launcher.node.executor import Executor, NodeError, Result, Stream
 from launcher.node.scripts import bundle
 from launcher.node.scripts.probe import MARKER as PROBE_MARKER
@@ -32,9 +33,15 @@ FORGED = (
 )
 
 
+class NotStarted(NodeError):
+    """The node's start script would not start the job (it runs already, no such program...)."""
+
+    exit_status = ExitStatus.FAILURE
+
+
 def stdin_of(call: Call) -> str | None:
-    """What the call's stdin gets: its script's source, or its data."""
-    return bundle(call.script) if call.script else call.data
+    """What the call's stdin gets: its script's source (after its data, if any), or its data."""
+    return (call.data or "") + bundle(call.script) if call.script else call.data
 
 
 class Agent:
@@ -105,7 +112,7 @@ class Agent:
         self.run(handover).checked(self.node, "writing the job to the run directory")
         answer = self.ask(start, started)
         if isinstance(answer, str):
-            raise NodeError(self.node, answer)
+            raise NotStarted(self.node, answer)
         return answer
 
     def status(self, offset: int | None = None) -> NodeState:
@@ -120,9 +127,10 @@ class Agent:
         """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
         self.stream(remote.logs_call(self.dir, lines, follow), on_line)
 
-    def lock(self, holder: dict[str, Any]) -> Locked:
-        """Take the cluster lock (kept beside this node's run directory)."""
-        return self.ask(remote.lock_call(self.dir, holder), Locked.parse)
+    def lock(self, holder: dict[str, Any], stale: str | None = None) -> Locked:
+        """Take the cluster lock (kept beside this node's run directory); with `stale`, break
+        the lock of the holder with that token in the same step, if it still has it."""
+        return self.ask(remote.lock_call(self.dir, holder, stale), Locked.parse)
 
     def unlock(self, token: str) -> Locked:
         """Release the cluster lock held with `token` ('*' forces it)."""

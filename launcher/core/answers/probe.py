@@ -67,12 +67,13 @@ class Probed:
 
 
 def gathered(raw: object) -> dict[str, str]:
-    """The gather script's files, by their path inside the node's folder of the bundle."""
+    """The gather script's files by the names the node gives them (diagnose chooses the names it
+    writes: a name that is not a plain relative one is kept only as text)."""
     at = At(raw)
     error = failed(at)
     if error is not None:
         raise Refused(error)
-    files = at.field("files").entries(At.relative, 10_000)
+    files = at.field("files").entries(lambda a: a.text(4096), 10_000)
     return {path: text.content(MAX_CONTENT) for path, text in files.items()}
 
 

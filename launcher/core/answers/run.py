@@ -120,6 +120,7 @@ class Stopped:
 
     found: int
     remaining: int
+    ok: bool = True  # nothing of ours left
     groups: int = 0
     killed: int = 0
     removed: int = 0
@@ -134,6 +135,7 @@ class Stopped:
         return cls(
             found=count(at.field("found")),
             remaining=count(at.field("remaining")),
+            ok=at.field("ok").flag(),
             groups=at.maybe("groups", count) or 0,
             killed=at.maybe("killed", count) or 0,
             removed=at.maybe("removed", count) or 0,
@@ -144,13 +146,15 @@ class Stopped:
 
 @dataclass(frozen=True)
 class Holder:
-    """Who holds a cluster's lock, as its lock file says."""
+    """Who holds a cluster's lock, as its lock file says (an unreadable one: nothing)."""
 
     token: str | None = None
     host: str | None = None
     pid: int | None = None
+    started: str | None = None  # the process's start (boot id and start time): tells pids apart
     user: str | None = None
     command: str | None = None
+    run_id: str | None = None
     since: float | None = None
 
     @classmethod
@@ -160,10 +164,16 @@ class Holder:
             token=at.maybe("token", At.name),
             host=at.maybe("host", At.name),
             pid=at.maybe("pid", _pid),
+            started=at.maybe("started", At.name),
             user=at.maybe("user", At.name),
             command=at.maybe("command", At.name),
+            run_id=at.maybe("run_id", lambda a: a.name(128)),
             since=at.maybe("since", _time),
         )
+
+    def as_dict(self) -> dict[str, object]:
+        """What it says, as `node.locking` reads a holder (only what is known)."""
+        return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
 @dataclass(frozen=True)

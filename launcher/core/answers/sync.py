@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.core.answers.read import MAX_BYTES, At, BadAnswer, Refused, strings
+from launcher.core.answers.read import MAX_BYTES, MAX_PATH, At, BadAnswer, Refused, strings
 from launcher.core.answers.run import EXIT, failed
 from launcher.core.sync.manifest import FileEntry, Manifest, Room
 
@@ -39,6 +39,9 @@ def manifest(raw: object, path: str) -> Manifest:
         hashed_bytes=at.maybe("hashed_bytes", At.integer) or 0,
         room=at.maybe("room", _room),
         mtimes={rel: t.integer(*MTIME) for rel, t in _mapping(at, "mtimes").items()},
+        links={rel: t.name(MAX_PATH) for rel, t in _mapping(at, "links").items()},
+        refused={rel: why.text() for rel, why in _mapping(at, "refused").items()},
+        snapshot=at.maybe("snapshot", At.flag) or False,
     )
 
 

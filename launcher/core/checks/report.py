@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.core.answers.facts import Facts
+from launcher.core.checks.budget import Budget
 from launcher.errors import ExitStatus
 
 
@@ -36,6 +37,7 @@ class Report:
     nodes: tuple[str, ...]
     rows: tuple[Row, ...] = field(default_factory=tuple)
     facts: Mapping[str, Facts] = field(default_factory=dict, compare=False, repr=False)  # as reported
+    memory: Mapping[str, Budget] = field(default_factory=dict)  # each node's, when it was weighed
 
     @property
     def ok(self) -> bool:

@@ -17,10 +17,11 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass
 
-# What --archive (with --files-from, rsync leaves out -r), --relative and --copy-links make
-# rsync pass to its server, by release.
+# What --archive (with --files-from, rsync leaves out -r), --relative and the links' options
+# make rsync pass to its server, by release.
 SERVER_LETTERS = frozenset("logDtpRrL")
 CAPABILITIES = frozenset("iLsfxCIvu")  # rsync's `-e.` protocol capability letters (3.0 to 3.4)
+LINKS = ("--safe-links", "--copy-unsafe-links")  # the link policy: passed on as they are
 FLAG_WORD = re.compile(r"-([A-Za-z]+?)(?:e\.([A-Za-z]*))?\Z")
 
 
@@ -47,6 +48,7 @@ class Receiver:
 def receiver_for(argv: tuple[str, ...], path: str) -> Receiver:
     """The receiver of a copy by the source's rsync `argv` (`transfer.rsync_argv`) into `path`."""
     passed = [w for w in argv if w.startswith(("--timeout=", "--bwlimit="))]
+    passed += [w for w in argv if w in LINKS]
     append = ["--append", "--append"] if "--append-verify" in argv else []  # how rsync says verify
     return Receiver(path.rstrip("/") + "/", (*passed, *append))
 
