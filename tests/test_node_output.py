@@ -7,12 +7,15 @@ Through the local FAKE executor, which runs the same reading code as SSH; the re
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from launcher.node.executor import NodeError
-from launcher.node.output import MAX_STDERR, MAX_STDOUT, TooMuch, lines
+from launcher.node.output import MAX_HTTP, MAX_STDERR, MAX_STDOUT, TooMuch, body, lines
 from tests.fakes.local import LocalExecutor
 
 
@@ -61,3 +64,51 @@ def test_a_line_longer_than_the_limit_stops_the_stream() -> None:
     with pytest.raises(TooMuch):
         list(lines(lambda n: next(blocks), 10, lambda: stopped.append(True)))
     assert stopped == [True]
+
+
+class _Sized(BaseHTTPRequestHandler):
+    """Answers GET /N with N bytes."""
+
+    def do_GET(self) -> None:
+        size = int(self.path.strip("/"))
+        self.send_response(200)
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        for _ in range(size >> 20):
+            self.wfile.write(bytes(1 << 20))
+        self.wfile.write(bytes(size % (1 << 20)))
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sized)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_http_answer_beyond_the_limit_is_refused_naming_the_node(tmp_path: Path, port: int) -> None:
+    with pytest.raises(NodeError) as caught:
+        LocalExecutor(tmp_path).http("n1", port, "GET", f"/{MAX_HTTP + (1 << 20)}")
+    assert caught.value.node == "n1"
+    assert f"answered more than {MAX_HTTP >> 20} MiB" in caught.value.message
+
+
+def test_an_http_answer_up_to_the_limit_is_read_whole(tmp_path: Path, port: int) -> None:
+    assert len(LocalExecutor(tmp_path).http("n1", port, "GET", f"/{MAX_HTTP}").body) == MAX_HTTP
+
+
+def test_a_body_stops_being_read_just_past_the_limit() -> None:
+    asked: list[int] = []
+
+    def read(size: int) -> bytes:
+        asked.append(size)
+        return b"x" * size
+
+    with pytest.raises(NodeError, match="more than 0 MiB"):
+        body("n1", "GET /", read, limit=100)
+    assert sum(asked) == 101

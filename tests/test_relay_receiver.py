@@ -71,6 +71,7 @@ FORGED = [
     ("an extra option", (*ASKED[:3], "--remove-source-files", *ASKED[3:]), "are not the planned"),
     ("a daemon config", (*ASKED[:3], "--config=/tmp/x", *ASKED[3:]), "are not the planned"),
     ("an unplanned short flag", ("rsync", "--server", "-logDtpRse.LsfxCIvu", *ASKED[3:]), "flag word"),
+    ("links followed on the target", ("rsync", "--server", "-logDtpRLe.LsfxCIvu", *ASKED[3:]), "flag word"),
     (
         "a delete flag smuggled",
         ("rsync", "--server", "-logDtpR", "--delete", *ASKED[3:]),

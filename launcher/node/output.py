@@ -16,6 +16,7 @@ from launcher.node.executor import NodeError, Result, StopStream, Stream
 
 MAX_STDOUT = 32 << 20  # a node script's answer, or one line of a stream
 MAX_STDERR = 4 << 20
+MAX_HTTP = 32 << 20  # an HTTP answer from a node's port (/metrics, a completion, /v1/models)
 CHUNK = 1 << 16
 
 Read = Callable[[int], bytes]
@@ -101,6 +102,20 @@ def lines(read: Read, limit: int, stop: Callable[[], None]) -> Iterator[bytes]:
             raise TooMuch("stdout (one line)", limit)
     if buffer:
         yield bytes(buffer)
+
+
+def body(node: str, what: str, read: Read, limit: int = MAX_HTTP) -> bytes:
+    """An HTTP answer's body, read up to `limit` bytes: past it, a NodeError naming the node."""
+    data = bytearray()
+    while block := read(min(CHUNK, limit + 1 - len(data))):
+        data += block
+        if len(data) > limit:
+            raise NodeError(
+                node,
+                f"{what} answered more than {limit >> 20} MiB: stopped reading there",
+                "no answer of vLLM's API is that large: look at what listens on that port",
+            )
+    return bytes(data)
 
 
 def collect(node: str, command: str, stream: Stream, stdin: str | None, timeout: float | None) -> Result:

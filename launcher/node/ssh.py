@@ -245,7 +245,8 @@ class SshExecutor:
             }
             conn.request(method, path, body, sent)
             response = conn.getresponse()
-            return HttpResponse(response.status, response.read())
+            read = output.body(node, f"HTTP {method} {path} on {host}:{port}", response.read)
+            return HttpResponse(response.status, read)
         except (OSError, http.client.HTTPException) as exc:
             raise NodeError(
                 node, f"HTTP {method} {path} on {host}:{port} failed: {exc or type(exc).__name__}"

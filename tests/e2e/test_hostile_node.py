@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,10 @@ from typing import Any
 
 import pytest
 
+from launcher.node.executor import NodeError
+from launcher.node.output import MAX_HTTP
 from launcher.node.scripts import bundle
+from launcher.node.ssh import SshExecutor
 from testbed.shards import write_sharded_model
 from tests.conftest import ROOT
 from tests.e2e.conftest import BED, DEMO, cli, spec_file
@@ -273,3 +277,36 @@ def test_a_stream_flooding_stderr_is_refused_not_waited_on_forever(forge: Callab
     assert done.returncode == 4 and "more than 4 MiB on stderr" in said_all
     assert "cannot reach 1 of 2 node(s) (node1)" in said_all
     assert peak < 200
+
+
+# One request answered with 400 MB, then it exits (or after 60 s without one): nothing is left.
+FLOODING_SERVER = f"""
+import http.server, sys
+class Flood(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str({FLOOD}))
+        self.end_headers()
+        for _ in range({FLOOD // MiB}):
+            self.wfile.write(bytes({MiB}))
+server = http.server.HTTPServer(("127.0.0.1", 0), Flood)
+server.timeout = 60
+print(server.server_address[1], flush=True)
+server.handle_request()
+"""
+
+
+def test_a_node_port_flooding_its_http_answer_is_refused(testbed: Path) -> None:
+    """What `status`, `verify` and `up` read from the head's API is bounded too."""
+    executor = SshExecutor({"node1": "node1"}, str(BED / "ssh_config"))
+    try:
+        server = executor.open("node1", f"python3 -c {shlex.quote(FLOODING_SERVER)}")
+        server.send_eof()
+        port = int(server.recv(64).decode())
+        with pytest.raises(NodeError) as caught:
+            executor.http("node1", port, "GET", "/metrics", timeout=30)
+        assert caught.value.node == "node1"
+        assert f"answered more than {MAX_HTTP >> 20} MiB" in caught.value.message
+        server.close()
+    finally:
+        executor.close()

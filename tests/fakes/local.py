@@ -66,7 +66,7 @@ class LocalExecutor:
             sent = {**({"Content-Type": "application/json"} if body else {}), **(headers or {})}
             conn.request(method, path, body, sent)
             response = conn.getresponse()
-            return HttpResponse(response.status, response.read())
+            return HttpResponse(response.status, output.body(node, f"HTTP {method} {path}", response.read))
         except OSError as exc:
             raise NodeError(node, f"no answer on {host}:{port}: {exc}") from None
         finally:

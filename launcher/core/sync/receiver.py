@@ -17,9 +17,9 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass
 
-# What --archive (with --files-from, rsync leaves out -r), --relative and the links' options
-# make rsync pass to its server, by release.
-SERVER_LETTERS = frozenset("logDtpRrL")
+# What --archive (with --files-from, rsync leaves out -r) and --relative make rsync pass to
+# its server, by release. Never -L: a receiver told to follow links writes through them.
+SERVER_LETTERS = frozenset("logDtpRr")
 CAPABILITIES = frozenset("iLsfxCIvu")  # rsync's `-e.` protocol capability letters (3.0 to 3.4)
 LINKS = ("--safe-links", "--copy-unsafe-links")  # the link policy: passed on as they are
 FLAG_WORD = re.compile(r"-([A-Za-z]+?)(?:e\.([A-Za-z]*))?\Z")
