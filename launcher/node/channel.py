@@ -1,4 +1,5 @@
-"""A command on an SSH channel as a `Stream`: what `SshExecutor.open()` returns.
+"""A command on an SSH channel as a `Stream` (what `SshExecutor.open()` returns), and a
+tunnel's channel as http.client's socket.
 
 Duck-typed over a paramiko Channel, so that node/ssh.py stays the only module importing
 paramiko: it passes in what the channel raises once it takes no more, and `send` says that
@@ -45,3 +46,26 @@ class ChannelStream:
     def close(self) -> None:
         """Close the channel (the command sees its streams end)."""
         self.channel.close()
+
+
+class KeptOpen:
+    """A channel as http.client's socket, closed by its owner only once the body is read.
+
+    http.client closes its socket as soon as it sees an answer that ends the connection
+    (HTTP/1.0, `Connection: close`); a socket's file outlives that, a channel does not:
+    the body would be cut short at what had arrived.
+    """
+
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+
+    def makefile(self, mode: str) -> Any:
+        """The channel as a file, for the answer."""
+        return self.channel.makefile(mode)
+
+    def sendall(self, data: bytes) -> None:
+        """Send the request."""
+        self.channel.sendall(data)
+
+    def close(self) -> None:
+        """Nothing: the owner closes the channel."""

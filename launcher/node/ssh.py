@@ -28,7 +28,7 @@ from fabric import Config, Connection
 from launcher.core.spec.checks import ssh_target_problem
 from launcher.errors import InputError
 from launcher.node import output
-from launcher.node.channel import ChannelStream
+from launcher.node.channel import ChannelStream, KeptOpen
 from launcher.node.executor import HttpResponse, NodeError, Result, Stream, fan_out
 from launcher.node.ssh_failures import Target, failure, hop_of, kind_of, known_hosts_files, lost
 
@@ -237,7 +237,7 @@ class SshExecutor:
             ) from None
         channel.settimeout(timeout)
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
-        conn.sock = channel
+        conn.sock = KeptOpen(channel)  # the body is read before the channel closes
         try:
             sent: dict[str, Any] = {
                 **({"Content-Type": "application/json"} if body is not None else {}),

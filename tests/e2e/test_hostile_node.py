@@ -279,34 +279,47 @@ def test_a_stream_flooding_stderr_is_refused_not_waited_on_forever(forge: Callab
     assert peak < 200
 
 
-# One request answered with 400 MB, then it exits (or after 60 s without one): nothing is left.
-FLOODING_SERVER = f"""
+# One request answered with SIZE bytes as HTTP/1.0 does (the connection ends with the body),
+# then it exits (or after 60 s without one): nothing is left.
+SERVER = """
 import http.server, sys
-class Flood(http.server.BaseHTTPRequestHandler):
+class Answer(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200)
-        self.send_header("Content-Length", str({FLOOD}))
+        self.send_header("Content-Length", str(SIZE))
         self.end_headers()
-        for _ in range({FLOOD // MiB}):
-            self.wfile.write(bytes({MiB}))
-server = http.server.HTTPServer(("127.0.0.1", 0), Flood)
+        for _ in range(SIZE // (1 << 20)):
+            self.wfile.write(bytes(1 << 20))
+server = http.server.HTTPServer(("127.0.0.1", 0), Answer)
 server.timeout = 60
 print(server.server_address[1], flush=True)
 server.handle_request()
 """
 
 
-def test_a_node_port_flooding_its_http_answer_is_refused(testbed: Path) -> None:
-    """What `status`, `verify` and `up` read from the head's API is bounded too."""
+def http_answer(size: int) -> bytes:
+    """GET from a server on node1 answering `size` bytes, through node1's SSH connection."""
     executor = SshExecutor({"node1": "node1"}, str(BED / "ssh_config"))
     try:
-        server = executor.open("node1", f"python3 -c {shlex.quote(FLOODING_SERVER)}")
+        server = executor.open("node1", f"python3 -c {shlex.quote(SERVER.replace('SIZE', str(size)))}")
         server.send_eof()
         port = int(server.recv(64).decode())
-        with pytest.raises(NodeError) as caught:
-            executor.http("node1", port, "GET", "/metrics", timeout=30)
-        assert caught.value.node == "node1"
-        assert f"answered more than {MAX_HTTP >> 20} MiB" in caught.value.message
-        server.close()
+        try:
+            return executor.http("node1", port, "GET", "/metrics", timeout=30).body
+        finally:
+            server.close()
     finally:
         executor.close()
+
+
+def test_a_node_port_flooding_its_http_answer_is_refused(testbed: Path) -> None:
+    """What `status`, `verify` and `up` read from the head's API is bounded too."""
+    with pytest.raises(NodeError) as caught:
+        http_answer(FLOOD)
+    assert caught.value.node == "node1"
+    assert f"answered more than {MAX_HTTP >> 20} MiB" in caught.value.message
+
+
+def test_an_http_answer_that_ends_the_connection_is_read_whole(testbed: Path) -> None:
+    """An HTTP/1.0 answer once lost all but what had arrived when http.client closed the tunnel."""
+    assert http_answer(16 * MiB) == bytes(16 * MiB)
