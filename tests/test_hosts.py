@@ -9,6 +9,7 @@ functions the node runs (launcher/node/scripts/hostinfo.py), with their roots mo
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from launcher.core.answers import hosts as answers
+from launcher.core.answers.read import At
 from launcher.core.checks import host_rows, regression_rows
 from launcher.core.checks.regressions import REGRESSIONS
 from launcher.node.scripts import hostinfo
@@ -52,6 +55,13 @@ def test_a_spark_s_host_facts_read_from_its_trees(tmp_path: Path) -> None:
     ]
     assert found["firmware"] == "28.45.4028"
     assert found["bios"] == "5.36_0ACUM023 (12/05/2025)"
+
+
+def test_a_spark_s_host_facts_pass_the_launchers_strict_reader_unchanged(tmp_path: Path) -> None:
+    raw = details(spark_proc(tmp_path))
+    read = answers.host_details(At(json.loads(json.dumps(raw)), "host_details"))
+    assert {k: v for k, v in read.items() if k != "hcas"} == {k: v for k, v in raw.items() if k != "hcas"}
+    assert [{k: d.get(k) for k in h} for h, d in zip(read["hcas"], raw["hcas"], strict=True)] == read["hcas"]
 
 
 def test_a_twin_the_spec_leaves_out_is_still_read_and_marked_unlisted(tmp_path: Path) -> None:

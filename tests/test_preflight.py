@@ -8,9 +8,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from launcher.commands.preflight import _Run
+from launcher.core.answers.preflight import PreflightAnswer, Serving, preflight_line
+from launcher.core.answers.read import BadAnswer
 from launcher.core.checks import Row
-from launcher.core.checks.collective import PreflightAnswer, preflight_rows
+from launcher.core.checks.collective import preflight_rows
 from launcher.core.checks.connections import preflight_requests, vllm_connections
 from launcher.core.remote import preflight_call
 from launcher.node.scripts import bundle
@@ -114,12 +118,11 @@ def test_a_collective_that_fails_after_the_connections_blocks_with_each_nodes_ca
 
 def test_a_preflight_that_ends_without_an_answer_says_where_it_stood() -> None:
     run = _Run()
-    for line in [
-        json.dumps({"event": "stage", "stage": "rendezvous", "detail": "connecting to 10.0.0.1:4242"}),
-        "Traceback (most recent call last):",
-        "RuntimeError: boom",
-    ]:
-        run.on_line(line)
+    run.on_event(
+        preflight_line({"event": "stage", "stage": "rendezvous", "detail": "connecting to 10.0.0.1:4242"})
+    )
+    for line in ["Traceback (most recent call last):", "RuntimeError: boom"]:
+        run.on_other(line)
     run.done.set()  # the stream ended
     result = run.result()
     assert not result.ok and result.stage == "rendezvous (connecting to 10.0.0.1:4242)"
@@ -128,8 +131,10 @@ def test_a_preflight_that_ends_without_an_answer_says_where_it_stood() -> None:
 
 def test_a_node_still_waiting_when_the_others_answered_says_where_it_waits_and_what_it_reached() -> None:
     run = _Run()
-    run.on_line(json.dumps({"event": "reached", "reached": {"n2": "ok"}}))
-    run.on_line(json.dumps({"event": "stage", "stage": "gloo", "detail": "process group across 2 nodes"}))
+    run.on_event(preflight_line({"event": "reached", "reached": {"n2": "ok"}}))
+    run.on_event(
+        preflight_line({"event": "stage", "stage": "gloo", "detail": "process group across 2 nodes"})
+    )
     result = run.result()
     assert (result.stage, result.error, result.reached) == (
         "gloo (process group across 2 nodes)",
@@ -148,3 +153,30 @@ def test_the_heads_store_port_is_found_with_the_nodes_own_python3_without_torch(
     )
     answer = json.loads(done.stdout)
     assert answer["ok"] and 0 < answer["port"] < 65536
+
+
+def test_the_preflights_lines_are_read_as_events_and_its_answer() -> None:
+    assert preflight_line({"event": "listening", "port": 41234}) == Serving(41234)
+    got = preflight_line(
+        {"ok": True, "stage": "done", "reached": {"n2": "ok"}, "figures": FIGURES, "seconds": 2.5}
+    )
+    assert (
+        isinstance(got, PreflightAnswer) and got.figures["gloo"]["busbw_gbps"] == 1.25 and got.seconds == 2.5
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ({"event": "reboot"}, "'reboot' is not one of"),
+        ({"ok": "yes", "stage": "done"}, "ok: expected true or false"),
+        ({"ok": True, "stage": "done", "reached": {"n2\x1b[2J": "ok"}}, "control character"),
+        ({"ok": True, "stage": "done", "figures": {"gloo": {"latency_us": "fast"}}}, "expected a number"),
+        ({"ok": True, "stage": "done", "figures": {"mpi": {}}}, "'mpi' is not one of gloo, nccl"),
+        ({"event": "listening", "port": 70000}, "out of range"),
+    ],
+)
+def test_a_malformed_preflight_line_is_refused_saying_where_and_what(line: object, expected: str) -> None:
+    with pytest.raises(BadAnswer) as caught:
+        preflight_line(line)
+    assert expected in str(caught.value)

@@ -11,14 +11,23 @@ seconds; the launcher stops waiting for the head once every worker has answered.
 
 from __future__ import annotations
 
-import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.core import remote
+from launcher.core.answers.facts import Facts
+from launcher.core.answers.preflight import (
+    PreflightAnswer,
+    Reached,
+    Serving,
+    Stage,
+    free_port,
+    preflight_line,
+)
 from launcher.core.checks import Row
-from launcher.core.checks.collective import PreflightAnswer, preflight_rows, skipped_row
+from launcher.core.checks.collective import preflight_rows, skipped_row
 from launcher.core.checks.connections import DEADLINE_SECONDS, preflight_requests, vllm_connections
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
@@ -29,31 +38,32 @@ LAST_LINES = 3  # of a preflight's output that never answered, shown
 
 @dataclass
 class _Run:
-    """One node's preflight as it streams: the port it listens on, its stage, its answer."""
+    """One node's preflight as it streams: its stage, what it reached, its answer."""
 
     done: threading.Event = field(default_factory=threading.Event)
     stage: str = "starting"
-    answer: dict[str, Any] | None = None
+    answer: PreflightAnswer | None = None
     reached: dict[str, str] = field(default_factory=dict)
     other: list[str] = field(default_factory=list)
     error: str | None = None
 
-    def on_line(self, line: str) -> None:
-        """Read one line: a progress event, the answer, or something else to quote if it fails."""
-        data = _json(line)
-        if data is None:
-            self.other = [*self.other, line][-LAST_LINES:]
-        elif data.get("event") == "reached" and isinstance(data.get("reached"), dict):
-            self.reached = {str(k): str(v) for k, v in data["reached"].items()}
-        elif data.get("event") == "stage":
-            self.stage = f"{data.get('stage')}" + (f" ({data['detail']})" if data.get("detail") else "")
-        elif "ok" in data:
-            self.answer = data
+    def on_event(self, event: Stage | Reached | Serving | PreflightAnswer) -> None:
+        """Keep a progress event, or the answer."""
+        if isinstance(event, Reached):
+            self.reached = event.reached
+        elif isinstance(event, Stage):
+            self.stage = event.stage + (f" ({event.detail})" if event.detail else "")
+        elif isinstance(event, PreflightAnswer):
+            self.answer = event
+
+    def on_other(self, line: str) -> None:
+        """A line that is no JSON (torch's warnings, a traceback): quoted if no answer comes."""
+        self.other = [*self.other, line][-LAST_LINES:]
 
     def result(self) -> PreflightAnswer:
         """The answer, or how the preflight ended without one (or is still waiting)."""
         if self.answer is not None:
-            return PreflightAnswer.parse(self.answer)
+            return self.answer
         if not self.done.is_set():
             why = "still waiting when every other node had answered"
             return PreflightAnswer(False, self.stage, why, reached=self.reached)
@@ -62,7 +72,7 @@ class _Run:
         return PreflightAnswer(ok=False, stage=self.stage, error=why, reached=self.reached)
 
 
-def preflight_rows_of(cluster: Cluster, facts: dict[str, dict[str, Any]], runnable: bool) -> list[Row]:
+def preflight_rows_of(cluster: Cluster, facts: Mapping[str, Facts], runnable: bool) -> list[Row]:
     """The preflight's rows: run when every node holds the vLLM it runs under and none runs ours."""
     plan = cluster.plan
     if len(plan.nodes) < 2:
@@ -83,9 +93,9 @@ def run_preflight(cluster: Cluster, backend: str) -> dict[str, PreflightAnswer]:
     head = plan.nodes[0]
     agent = cluster.agents[head.name]
     try:
-        port = int(agent.ask(remote.preflight_port_call(agent.dir, head.address))["port"])
-    except (SparkLaunchError, KeyError, ValueError) as exc:
-        why = f"no free port on the head for the preflight's store: {getattr(exc, 'message', exc)}"
+        port = agent.ask(remote.preflight_port_call(agent.dir, head.address), free_port)
+    except SparkLaunchError as exc:
+        why = f"no free port on the head for the preflight's store: {exc.message}"
         return {n.name: PreflightAnswer(False, "starting", why) for n in plan.nodes}
     requests = preflight_requests(plan, backend, port)
     runs = {n.name: _Run() for n in plan.nodes}
@@ -106,20 +116,10 @@ def _start(cluster: Cluster, name: str, request: dict[str, Any], run: _Run) -> N
 
     def go() -> None:
         try:
-            agent.stream(call, run.on_line)
+            agent.events(call, preflight_line, run.on_event, run.on_other)
         except SparkLaunchError as exc:
             run.error = exc.message
         finally:
             run.done.set()
 
     threading.Thread(target=go, name=f"preflight-{name}", daemon=True).start()
-
-
-def _json(line: str) -> dict[str, Any] | None:
-    if not line.startswith("{"):
-        return None
-    try:
-        data = json.loads(line)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None

@@ -7,38 +7,11 @@ all-reduce row gives each node's measured latency and bandwidth, or where and wh
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
+from launcher.core.answers.preflight import PreflightAnswer
 from launcher.core.checks.connections import Connection
 from launcher.core.checks.report import Row
 from launcher.core.plan import Plan
-
-
-@dataclass(frozen=True)
-class PreflightAnswer:
-    """One node's preflight, as its script answered (or as the launcher saw it end)."""
-
-    ok: bool
-    stage: str
-    error: str | None = None
-    reached: dict[str, str] = field(default_factory=dict)  # target node -> ok, refused, timed out, ...
-    figures: dict[str, dict[str, float]] = field(default_factory=dict)  # backend -> latency, bandwidth
-    seconds: float | None = None
-
-    @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> PreflightAnswer:
-        """The script's JSON answer, checked field by field."""
-        reached = data.get("reached") if isinstance(data.get("reached"), dict) else {}
-        figures = data.get("figures") if isinstance(data.get("figures"), dict) else {}
-        return cls(
-            ok=data.get("ok") is True,
-            stage=str(data.get("stage") or "?"),
-            error=None if data.get("error") is None else str(data["error"]),
-            reached={str(k): str(v) for k, v in (reached or {}).items()},
-            figures={str(k): dict(v) for k, v in (figures or {}).items() if isinstance(v, dict)},
-            seconds=float(data["seconds"]) if isinstance(data.get("seconds"), int | float) else None,
-        )
 
 
 def preflight_rows(
