@@ -1,11 +1,20 @@
-"""From a spec file to a Plan: the only file reads of the planning path (spec, config.json, catalog)."""
+"""From a spec file to a Plan: the planning path's reads on this machine (spec, model, catalog).
+
+Offline (`plan`, `validate`, and the commands that only reach a running cluster): the
+model's config.json where spark-launch runs, else the copy read from the head earlier
+(`launcher.cache`); a committed catalog, else one learned from the head earlier. The
+commands that plan for the nodes read what is missing from the head instead
+(`commands.planning`), with the same `plan_with`.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
+from launcher import cache
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.spec.checks import release_problem
@@ -13,10 +22,16 @@ from launcher.core.spec.sections import Spec
 from launcher.core.spec.validate import validate_spec
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
-from launcher.core.vllm.models import ModelFacts, model_facts
+from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
+from launcher.core.vllm.releases import Release, UnknownRules, release_for
 from launcher.errors import Problem, SparkLaunchError, one_line
 
 MAX_CONFIG = 16 << 20  # a model's config.json is a few KiB; a larger one is not read whole
+LEARN = (
+    "`spark-launch plan --from-head SPEC` learns its flags from the head node's own vLLM "
+    "(check, up and the other commands that reach the nodes do so by themselves); or set "
+    "vllm.flags_from to a supported release, at your own risk"
+)
 
 
 def read_document(path: str | Path) -> Document:
@@ -32,57 +47,118 @@ def read_document(path: str | Path) -> Document:
     return load_document(decode(data, str(path)), str(path))
 
 
-def catalog_for(spec: Spec) -> Catalog:
-    """The flag catalog the spec's vLLM release uses; PlanProblems when there is none."""
-    key = "flags_from" if spec.vllm.flags_from else "version"
-    version = spec.vllm.flags_from or spec.vllm.version
-    malformed = release_problem(("vllm", key), version)
-    if malformed:  # checked before the known list: such a text never names a file
-        raise PlanProblems([malformed])
+def read_spec(path: str | Path) -> tuple[Document, Spec]:
+    """Read and validate a spec file; a SpecError with every problem of the spec itself."""
+    document = read_document(path)
+    spec, problems = validate_spec(document.data)
+    if problems or spec is None:
+        raise document.error(problems)
+    return document, spec
+
+
+def release_of(spec: Spec) -> Release:
+    """Whose rules and which committed catalog the spec's vLLM version gets; PlanProblems when none."""
+    problems = [p for p in (release_problem(("vllm", "version"), spec.vllm.version),) if p]
+    if spec.vllm.flags_from:
+        problems += _flags_from_problems(spec.vllm.flags_from)
+    if problems:
+        raise PlanProblems(problems)
     try:
-        return load_catalog(version)
-    except SparkLaunchError as exc:
-        raise PlanProblems(
-            [
-                Problem(
-                    ("vllm", key),
-                    f"vLLM {version} is not a supported release; known: {', '.join(known_versions())}",
-                    exc.hint,
-                )
-            ]
-        ) from None
+        return release_for(spec.vllm.version, known_versions())
+    except UnknownRules as exc:
+        raise PlanProblems([Problem(("vllm", "version"), str(exc), exc.hint)]) from None
 
 
-def read_model_config(spec: Spec) -> tuple[Any, bool]:
-    """The model's config.json if this machine has it (else None), and whether it is a
-    sentence-transformers model (modules.json: vLLM runs those as pooling models)."""
+def _flags_from_problems(version: str) -> list[Problem]:
+    malformed = release_problem(("vllm", "flags_from"), version)
+    if malformed:
+        return [malformed]
+    if version in known_versions():
+        return []
+    known = ", ".join(known_versions())
+    return [Problem(("vllm", "flags_from"), f"vLLM {version} is not a supported release; known: {known}")]
+
+
+def committed_catalog(spec: Spec, release: Release) -> Catalog | None:
+    """The committed catalog the spec uses (vllm.flags_from, or its release's), or None."""
+    version = spec.vllm.flags_from or release.catalog
+    return load_catalog(version) if version else None
+
+
+def offline_catalog(spec: Spec, release: Release) -> Catalog:
+    """The committed catalog, else the newest learned for this version; PlanProblems when neither."""
+    catalog = committed_catalog(spec, release)
+    if catalog is not None:
+        return catalog
+    learned = cache.learned_catalog(spec.vllm.version)
+    if learned is None:
+        known = ", ".join(known_versions())
+        message = f"vLLM {spec.vllm.version} has no flag catalog here (committed: {known})"
+        raise PlanProblems([Problem(("vllm", "version"), message, LEARN)])
+    return learned[0]
+
+
+def catalog_for(spec: Spec) -> Catalog:
+    """The catalog an offline plan of `spec` uses; PlanProblems when there is none."""
+    return offline_catalog(spec, release_of(spec))
+
+
+def local_model_files(spec: Spec) -> ModelFiles | None:
+    """The model's config.json (and modules.json) where spark-launch runs; None when absent here."""
     model_dir = Path(spec.model.path)
     config_file = model_dir / "config.json"
-    config: Any = None
     try:
         # A regular file of sane size: a FIFO or a device would block or never end.
-        if config_file.is_file() and config_file.stat().st_size <= MAX_CONFIG:
-            config = json.loads(config_file.read_bytes())
+        if not config_file.is_file():
+            return None
+        data = config_file.read_bytes() if config_file.stat().st_size <= MAX_CONFIG else b""
+        config: Any = json.loads(data)
     except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
         config = None
-    return config, (model_dir / "modules.json").is_file()
+    return ModelFiles(spec.model.path, config, (model_dir / "modules.json").is_file())
+
+
+def offline_model_files(spec: Spec) -> ModelFiles:
+    """Here, else as read from the head earlier, else nothing known (the plan then says so)."""
+    cached = cache.cached_model_files(spec.head.ssh, spec.model.path) if spec.nodes else None
+    return local_model_files(spec) or cached or ModelFiles(spec.model.path, None)
 
 
 def read_model_facts(spec: Spec, catalog: Catalog) -> ModelFacts:
-    """What the model's config.json, read here if this machine has it, tells the release's catalog."""
-    config, sentence_transformers = read_model_config(spec)
-    source = str(Path(spec.model.path) / "config.json")
-    return model_facts(spec.model.hybrid, config, source, catalog, sentence_transformers)
+    """What the model's files, read here (or from the head earlier), tell the release's catalog."""
+    return facts_of(offline_model_files(spec), spec.model, catalog)
+
+
+def plan_with(spec: Spec, files: ModelFiles, catalog: Catalog, release: Release) -> Plan:
+    """The plan of `spec` with these model files and catalog; PlanProblems listing what is wrong.
+
+    A version that is not a supported release as published gets a first note saying whose
+    rules and which flags it has, and why.
+    """
+    plan = build_plan(spec, facts_of(files, spec.model, catalog), catalog)
+    notes = [release.why] if release.why else []
+    if catalog.source:
+        notes.append(f"flags and model traits: the catalog {catalog.source}")
+    return dataclasses.replace(plan, notes=(*notes, *plan.notes)) if notes else plan
+
+
+def plan_document(document: Document, spec: Spec) -> Plan:
+    """Plan a validated spec offline; its problems as the document's SpecError."""
+    try:
+        release = release_of(spec)
+        return plan_with(spec, offline_model_files(spec), offline_catalog(spec, release), release)
+    except PlanProblems as exc:
+        raise document.error(list(dict.fromkeys(exc.problems))) from None
 
 
 def plan_file(path: str | Path) -> tuple[Spec, Plan]:
-    """Read a spec file and plan it; every problem, of any stage, in one SpecError."""
+    """Read a spec file and plan it offline; every problem, of any stage, in one SpecError."""
     document = read_document(path)
     spec, problems = validate_spec(document.data)
     if spec is not None:
         try:
-            catalog = catalog_for(spec)
-            plan = build_plan(spec, read_model_facts(spec, catalog), catalog)
+            release = release_of(spec)
+            plan = plan_with(spec, offline_model_files(spec), offline_catalog(spec, release), release)
         except PlanProblems as exc:
             problems += exc.problems
     if problems or spec is None:

@@ -33,6 +33,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def operator_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The operator's cache (launcher.cache) for the whole session, and the CLIs it starts:
+    never the user's own, whose learned catalogs and model files would change what plans."""
+    path = tmp_path_factory.mktemp("xdg-cache")
+    os.environ["XDG_CACHE_HOME"] = str(path)
+    return path
+
+
 @pytest.fixture
 def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))

@@ -101,7 +101,7 @@ def test_an_architecture_vllm_does_not_know_leaves_the_kind_unknown_and_says_so(
     config = {"architectures": ["NoSuchModelForCausalLM"], "model_type": "nosuch"}
     with pytest.raises(SpecError) as caught:
         plan_with(tmp_path, config)
-    assert "must be set explicitly" in caught.value.render()
+    assert "depends on the model's kind, which the plan cannot tell" in caught.value.render()
     plan = plan_with(
         tmp_path,
         config,

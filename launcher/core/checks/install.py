@@ -7,7 +7,7 @@ from typing import Any
 
 from launcher.core.checks.report import Row, each, same
 from launcher.core.spec.sections import Spec
-from launcher.core.vllm.catalog import parse_version
+from launcher.core.vllm.releases import same_release
 
 
 def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
@@ -25,9 +25,9 @@ def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
         )
     ]
     versions = {n: x.get("vllm_version") for n, x in v.items()}
-    # A build's local label (0.32.0+cpu, 0.33.0+cu130) is not part of the release; the build
-    # rows below tell builds apart.
-    release_ok = all(_release(x) == parse_version(spec.vllm.version) for x in versions.values())
+    # A version written without a local label (0.32.0) is matched by any build of it (0.32.0+cpu,
+    # 0.33.0+cu130): the build rows below tell builds apart.
+    release_ok = all(same_release(spec.vllm.version, x) for x in versions.values())
     row = same("vllm", "vllm version", versions, "")
     rows.append(
         Row(
@@ -72,13 +72,6 @@ def _files_row(v: Mapping[str, dict[str, Any]]) -> Row:
         )
     hint = "files differ from the install's RECORD: a patched or partly replaced vLLM; reinstall it"
     return Row("vllm", "vllm files vs RECORD", values, not changed, hint if changed else None, "warn")
-
-
-def _release(version: Any) -> tuple[int, ...] | None:
-    try:
-        return parse_version(str(version))
-    except ValueError:
-        return None
 
 
 def image_rows(image: str, v: Mapping[str, dict[str, Any]]) -> list[Row]:
@@ -134,7 +127,7 @@ def image_rows(image: str, v: Mapping[str, dict[str, Any]]) -> list[Row]:
 def image_release_row(spec: Spec, resolved: Mapping[str, dict[str, Any]]) -> Row:
     """The vLLM release inside the image, as its own Python reports it (from the probe)."""
     versions = {n: r.get("vllm_version") for n, r in resolved.items()}
-    ok = all(_release(x) == parse_version(spec.vllm.version) for x in versions.values())
+    ok = all(same_release(spec.vllm.version, x) for x in versions.values())
     return Row(
         "vllm",
         "vllm version (in the image)",

@@ -199,7 +199,7 @@ def _derived(data: Any, catalog: Catalog | None, hybrid: bool | None) -> dict[st
 def _facts(spec: Spec, hybrid: bool | None, catalog: Catalog) -> ModelFacts:
     """What the plan knows of the model where the spec is planned later: `model.hybrid` alone."""
     declared = spec.model.hybrid if spec.model.hybrid is not None else hybrid
-    return model_facts(declared, None, "config.json on the nodes", catalog)
+    return model_facts(None, "config.json on the nodes", catalog, kind=spec.model.kind, hybrid=declared)
 
 
 def data_of(items: tuple[Entry, ...]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 from launcher.core.spec.container import check_container
+from launcher.core.spec.pep440 import is_version
 from launcher.core.spec.sections import Node, Spec, VllmSection
 from launcher.errors import Problem
 
@@ -22,14 +23,13 @@ IFACE_NAME = re.compile(r"[A-Za-z0-9._@][A-Za-z0-9._@-]{0,14}\Z")
 # Nothing here may start with '-': ssh and docker would read such a word as an option.
 SSH_TARGET = re.compile(r"(?:[^-@\s:][^@\s:]*@)?[^-@\s:][^@\s:]*(?::(\d{1,5}))?\Z")
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z")
-RELEASE = re.compile(r"v?\d{1,4}(\.\d{1,4}){0,2}(\+[A-Za-z0-9._-]{1,64})?\Z")
 MAX_GPUS = 64
 NO_NODES = Problem(("nodes",), "needs at least one node", "list the machines; the first is rank 0")
 
 
 def check_spec(spec: Spec) -> list[Problem]:
     """Problems a structurally valid spec can still have, without knowing vLLM."""
-    problems = [*_check_top(spec), *_check_vllm(spec.vllm), *_check_nodes(spec.nodes)]
+    problems = [*_check_top(spec), *_check_vllm(spec.vllm), *check_nodes(spec.nodes)]
     problems += _check_env(spec)
     problems += _check_model(spec)
     problems += check_container(spec.vllm.container, spec.vllm.runtime, spec.model.path)
@@ -48,10 +48,15 @@ def _one_line(path: tuple[str | int, ...], value: str) -> list[Problem]:
 
 
 def release_problem(path: tuple[str | int, ...], value: str) -> Problem | None:
-    """Why `value` is not a release number like 0.33.0, or None."""
-    if RELEASE.match(value):
+    """Why `value` is not a vLLM version (PEP 440: 0.33.0, 0.33.1.dev45+g7ee8a6dd0), or None."""
+    if is_version(value):
         return None
-    return Problem(path, f"{value!r} is not a release number", 'write it like "0.33.0" (quoted)')
+    return Problem(
+        path,
+        f"{value!r} is not a version number",
+        'write the version the nodes report (PEP 440), quoted: "0.33.0", "0.33.0+cu130", '
+        '"0.33.1.dev45+g7ee8a6dd0"',
+    )
 
 
 def _check_model(spec: Spec) -> list[Problem]:
@@ -75,6 +80,15 @@ def _check_model(spec: Spec) -> list[Problem]:
             )
         )
     problems += _one_line(("model", "path"), path)
+    kind, hybrid = spec.model.kind, spec.model.hybrid
+    if kind is not None and hybrid is not None and (kind == "hybrid") != hybrid:
+        problems.append(
+            Problem(
+                ("model", "hybrid"),
+                f"is {str(hybrid).lower()}, but model.kind is {kind}",
+                "remove model.hybrid",
+            )
+        )
     if spec.vllm.runtime == "docker" and ":" in path:
         problems.append(
             Problem(
@@ -131,7 +145,8 @@ def _check_venv(venv: str) -> list[Problem]:
     return _one_line(where, venv)
 
 
-def _check_nodes(nodes: tuple[Node, ...]) -> list[Problem]:
+def check_nodes(nodes: tuple[Node, ...]) -> list[Problem]:
+    """The nodes: at least one, names, addresses and ssh targets usable and each used once."""
     if not nodes:
         return [NO_NODES]
     problems: list[Problem] = []
