@@ -10,11 +10,12 @@ commands that plan for the nodes read what is missing from the head instead
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
-from launcher import cache
+from launcher.cache import cached_model_files, learned_catalog
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.spec.checks import release_problem
@@ -50,10 +51,15 @@ def read_document(path: str | Path) -> Document:
 def read_spec(path: str | Path) -> tuple[Document, Spec]:
     """Read and validate a spec file; a SpecError with every problem of the spec itself."""
     document = read_document(path)
+    return document, validated(document)
+
+
+def validated(document: Document) -> Spec:
+    """The document's spec; a SpecError with every problem of the spec itself."""
     spec, problems = validate_spec(document.data)
     if problems or spec is None:
         raise document.error(problems)
-    return document, spec
+    return spec
 
 
 def release_of(spec: Spec) -> Release:
@@ -90,7 +96,7 @@ def offline_catalog(spec: Spec, release: Release) -> Catalog:
     catalog = committed_catalog(spec, release)
     if catalog is not None:
         return catalog
-    learned = cache.learned_catalog(spec.vllm.version)
+    learned = learned_catalog(spec.vllm.version)
     if learned is None:
         known = ", ".join(known_versions())
         message = f"vLLM {spec.vllm.version} has no flag catalog here (committed: {known})"
@@ -107,6 +113,7 @@ def local_model_files(spec: Spec) -> ModelFiles | None:
     """The model's config.json (and modules.json) where spark-launch runs; None when absent here."""
     model_dir = Path(spec.model.path)
     config_file = model_dir / "config.json"
+    data = b""
     try:
         # A regular file of sane size: a FIFO or a device would block or never end.
         if not config_file.is_file():
@@ -115,12 +122,13 @@ def local_model_files(spec: Spec) -> ModelFiles | None:
         config: Any = json.loads(data)
     except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
         config = None
-    return ModelFiles(spec.model.path, config, (model_dir / "modules.json").is_file())
+    digest = hashlib.sha256(data).hexdigest() if data else None
+    return ModelFiles(spec.model.path, config, (model_dir / "modules.json").is_file(), sha256=digest)
 
 
 def offline_model_files(spec: Spec) -> ModelFiles:
     """Here, else as read from the head earlier, else nothing known (the plan then says so)."""
-    cached = cache.cached_model_files(spec.head.ssh, spec.model.path) if spec.nodes else None
+    cached = cached_model_files(spec.head.ssh, spec.model.path) if spec.nodes else None
     return local_model_files(spec) or cached or ModelFiles(spec.model.path, None)
 
 

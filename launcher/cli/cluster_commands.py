@@ -7,7 +7,7 @@ import time
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, reach_cluster, secret_values
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -166,7 +166,8 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
     SIGKILL after --grace), found by a marker in their environment: never a process that
     is not ours. Docker runtime: stops and removes every container labelled
     spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
-    after a crash.
+    after a crash. Needs only the spec's name, nodes and SSH: a spec that no longer plans
+    (a typo, another vllm.version) is reported as a warning, and the cluster still stopped.
 
     \b
     Example:
@@ -174,7 +175,7 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
     """
     from launcher.commands.down import down as stop
 
-    with open_cluster(spec, ssh_config) as cluster:
+    with reach_cluster(spec, ssh_config) as (cluster, _):
         stop(cluster, grace, Printer())
     return ExitStatus.OK
 
@@ -212,7 +213,9 @@ def status(
       WEDGED   /health is 200, but nothing finished within the deadline and no token was
                generated meanwhile
       DOWN     a rank is not running, /health is not 200, or the completion failed
-    Exit 0 when the cluster runs the spec's plan and serves, 1 otherwise. --watch refreshes
+    Exit 0 when the cluster runs the spec's plan and serves, 1 otherwise. A spec that does
+    not plan is reported as a warning, and the nodes shown as their own state says (the
+    head's API where its running command says it listens). --watch refreshes
     every --every seconds: redrawn in place on a terminal, one line per refresh when piped
     (with --json, one JSON document per line).
 
@@ -225,7 +228,7 @@ def status(
     from launcher.commands.status import status as look
     from launcher.core.reports import status_text
 
-    with open_cluster(spec, ssh_config) as cluster:
+    with reach_cluster(spec, ssh_config) as (cluster, _):
         if watch:
             from launcher.cli.status_watch import watch_status
 
@@ -254,7 +257,7 @@ def logs(spec: str, ssh_config: str | None, follow: bool, nodes: tuple[str, ...]
     """
     from launcher.commands.logs import logs as show
 
-    with open_cluster(spec, ssh_config) as cluster:
+    with reach_cluster(spec, ssh_config) as (cluster, _):
         unknown = [n for n in nodes if n not in cluster.names]
         if unknown:
             raise SparkLaunchError(

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.errors import SparkLaunchError
+from launcher.errors import SparkLaunchError, SpecError
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
-    from launcher.node.cluster import Cluster
+    from launcher.core.spec.sections import Spec
+    from launcher.node.cluster import Cluster, Reached
+    from launcher.node.ssh import SshExecutor
 
 SPEC = click.argument("spec", type=click.Path(dir_okay=False), metavar="SPEC.yaml")
 SSH_CONFIG = click.option(
@@ -25,23 +27,86 @@ SSH_CONFIG = click.option(
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
 
 
-@contextmanager
-def open_cluster(spec_path: str, ssh_config: str | None) -> Iterator[Cluster]:
-    """Plan the spec and open SSH onto its nodes (fabric is imported only here), closed after."""
-    from launcher.load import plan_file
-    from launcher.node.cluster import Cluster
+def _executor(
+    spec_path: str, ssh_config: str | None, spec_config: str | None, targets: dict[str, str]
+) -> SshExecutor:
+    """SSH onto the nodes (fabric is imported only here); a relative spec ssh_config is the spec's."""
     from launcher.node.ssh import SshExecutor
 
-    spec, plan = plan_file(spec_path)
-    config = ssh_config or spec.ssh_config
+    config = ssh_config or spec_config
     if config and not Path(config).expanduser().is_absolute() and not ssh_config:
         config = str(Path(spec_path).parent / config)
-    executor = SshExecutor({n.name: n.ssh for n in spec.nodes}, config)
-    api_key = os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in spec.secrets else None
+    return SshExecutor(targets, config)
+
+
+@contextmanager
+def open_cluster(spec_path: str, ssh_config: str | None) -> Iterator[Cluster]:
+    """Plan the spec for its nodes and open SSH onto them, closed after.
+
+    What this machine cannot read for the plan (the model's config.json, a build's flag
+    catalog) is read from the head over the same SSH connection (commands.planning).
+    """
+    from launcher.cli.progress import Printer
+    from launcher.commands.planning import plan_for_nodes
+    from launcher.load import read_spec
+    from launcher.node.cluster import Cluster
+
+    document, spec = read_spec(spec_path)
+    executor = _executor(spec_path, ssh_config, spec.ssh_config, {n.name: n.ssh for n in spec.nodes})
     try:
-        yield Cluster(spec, plan, executor, api_key)
+        plan, sources = plan_for_nodes(document, spec, executor, Printer())
+        yield Cluster(spec, plan, executor, _api_key(spec.secrets), sources)
     finally:
         executor.close()
+
+
+def planned_spec(spec_path: str, ssh_config: str | None) -> Spec:
+    """The spec, once it plans: offline where it can, else for its nodes (what this machine
+    lacks read from the head)."""
+    from launcher.load import plan_file
+
+    try:
+        return plan_file(spec_path)[0]
+    except SpecError:
+        with open_cluster(spec_path, ssh_config) as cluster:
+            return cluster.spec
+
+
+@contextmanager
+def reach_cluster(spec_path: str, ssh_config: str | None) -> Iterator[tuple[Reached, SpecError | None]]:
+    """The cluster as far as the spec allows, and SSH onto its nodes, closed after (down, status,
+    logs, diagnose): planned offline when the spec plans; else only its name and nodes, with
+    the spec's problems printed as a warning (and handed back). Only a spec whose name or
+    nodes cannot be read is refused."""
+    from launcher.core.spec.reach import reach_of
+    from launcher.load import plan_document, read_document, validated
+    from launcher.node.cluster import Cluster, Reached
+
+    document = read_document(spec_path)
+    cluster: Reached
+    try:
+        spec = validated(document)
+        plan = plan_document(document, spec)
+        executor = _executor(spec_path, ssh_config, spec.ssh_config, {n.name: n.ssh for n in spec.nodes})
+        cluster, problems = Cluster(spec, plan, executor, _api_key(spec.secrets)), None
+    except SpecError as exc:
+        reach, broken = reach_of(document.data)
+        if reach is None:
+            raise document.error(broken) from None
+        click.echo(
+            f"warning: {exc.render()}\n  the spec does not plan: working from what the nodes run", err=True
+        )
+        executor = _executor(spec_path, ssh_config, reach.ssh_config, {n.name: n.ssh for n in reach.nodes})
+        cluster, problems = Reached(reach, executor, _api_key(reach.secrets)), exc
+    try:
+        yield cluster, problems
+    finally:
+        cluster.executor.close()
+
+
+def _api_key(secrets: Sequence[str]) -> str | None:
+    """VLLM_API_KEY's value where the spec lists it as a secret."""
+    return os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in secrets else None
 
 
 def secret_values(names: Sequence[str]) -> dict[str, str]:

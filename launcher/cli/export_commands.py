@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from launcher.cli.common import SPEC, SSH_CONFIG
+from launcher.cli.common import SPEC, SSH_CONFIG, planned_spec
 from launcher.errors import ExitStatus
 
 
@@ -68,9 +68,8 @@ def systemd(
     from launcher.commands.systemd import default_env_file, supervise_unit
     from launcher.commands.systemd import install as write_unit
     from launcher.core.serving.systemd import render_unit
-    from launcher.load import plan_file
 
-    planned, _ = plan_file(spec)
+    planned = planned_spec(spec, ssh_config)  # it must plan, as supervise will
     extra = [
         *(["--ssh-config", str(Path(ssh_config).resolve())] if ssh_config else []),
         *(["--events", str(Path(events).expanduser().resolve())] if events else []),

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from launcher import __version__
-from launcher.cli.common import SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import SPEC, SSH_CONFIG, open_cluster, reach_cluster, secret_values
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:
     from launcher.core.serving.supervision import Event
-    from launcher.node.cluster import Cluster
+    from launcher.node.cluster import Reached
 
 
 @click.command()
@@ -162,7 +162,8 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) 
     The spec and its plan, `check --json`, `status` (with the watchdog), and from every
     node: its last two runs' logs (last --lines lines), state, `nvidia-smi -q`, `ip addr`
     and routes, RDMA devices, the kernel log's tail (dmesg), kernel, driver, vLLM and
-    torch versions, memory and the engine environment. The value of every secret the spec
+    torch versions, memory and the engine environment (a spec that does not plan: its
+    problems instead of the plan and the check). The value of every secret the spec
     names (as the running processes and this environment hold it), and anything that looks
     like a token, key or password, is replaced by <redacted>. A node that cannot be reached
     gets an error.txt instead. Attach the file to the report; look inside first with
@@ -176,17 +177,18 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) 
     from launcher.commands.diagnose import collect, write_bundle
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    with open_cluster(spec, ssh_config) as cluster:
-        name = cluster.spec.name
-        files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__)
+    with reach_cluster(spec, ssh_config) as (cluster, problems):
+        name = cluster.name
+        why = problems.render() if problems else None
+        files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__, why)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"
     size = write_bundle(files, out, f"spark-launch-diagnose-{name}-{stamp}")
     click.echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
     return ExitStatus.OK
 
 
-def secret_values_present(cluster: Cluster) -> dict[str, str]:
+def secret_values_present(cluster: Reached) -> dict[str, str]:
     """The spec's secrets set in this environment (diagnose runs without them too)."""
     import os
 
-    return {n: os.environ[n] for n in cluster.spec.secrets if os.environ.get(n)}
+    return {n: os.environ[n] for n in cluster.reach.secrets if os.environ.get(n)}

@@ -1,4 +1,5 @@
-"""Commands that read a spec and touch no node: plan, validate, schema."""
+"""Commands that read a spec and touch no node (plan asks the head only when told): plan,
+validate, schema."""
 
 from __future__ import annotations
 
@@ -6,30 +7,47 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC
+from launcher.cli.common import SPEC, SSH_CONFIG, open_cluster
 from launcher.errors import ExitStatus
 
 
 @click.command()
 @SPEC
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON for scripts.")
-def plan(spec: str, as_json: bool) -> ExitStatus:
+@click.option(
+    "--from-head",
+    is_flag=True,
+    help="Read what this machine lacks (the model's config.json, a build's flag catalog) from the head node.",
+)
+@SSH_CONFIG
+def plan(spec: str, as_json: bool, from_head: bool, ssh_config: str | None) -> ExitStatus:
     """Print what would run on every node, and why, without running anything.
 
     \b
     For each node: the exact environment and `vllm serve` command. Then every setting
     that vLLM would derive on its own and that must agree across nodes, with the value
     decided, the flag pinning it and the reason. Secrets appear by name only.
+    Offline by default: the model's config.json as this machine reads it (or as read from
+    the head earlier), a committed flag catalog (or one learned from the head earlier).
+    A setting whose default depends on the model's kind, when the plan cannot see the
+    model, is refused with how to settle it: --from-head reads the model's config.json on
+    the head node (and learns the flags of a vLLM build without a committed catalog from
+    its own vLLM), or write model.kind in the spec. check and up do the same by themselves.
 
     \b
     Examples:
       spark-launch plan configs/qwen3-next-2x-spark.yaml
       spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
+      spark-launch plan cluster.yaml --from-head
     """
     from launcher.core.views import plan_json, plan_text
     from launcher.load import plan_file
 
-    _, result = plan_file(spec)
+    if from_head:
+        with open_cluster(spec, ssh_config) as cluster:
+            result = cluster.plan
+    else:
+        _, result = plan_file(spec)
     click.echo(plan_json(result) if as_json else plan_text(result))
     return ExitStatus.OK
 

@@ -20,12 +20,14 @@ from launcher.core import remote
 from launcher.core.checks import (
     Report,
     Row,
+    catalog_rows,
     env_rows,
     host_rows,
     image_release_row,
     memory_rows,
     model_rows,
     network_rows,
+    planned_model_rows,
     probe_rows,
     vllm_rows,
 )
@@ -109,7 +111,8 @@ def _check(
     facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
     if len(facts) < len(answers):
         return Report(tuple(cluster.names), tuple(rows))
-    rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
+    rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
+    rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
     resolved = None
@@ -122,7 +125,8 @@ def _check(
         rows.append(Row("probe", "answers", cached, True, level="warn"))
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
-        rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
+        catalog = cluster.sources.catalog if cluster.sources else load_catalog(plan.catalog_version)
+        rows += probe_rows(plan, catalog, resolved)
     return Report(tuple(cluster.names), tuple(rows))
 
 

@@ -7,10 +7,10 @@ from launcher.commands.stopping import stop_all
 from launcher.core.reports import down_lines
 from launcher.core.serving.state import DownResult
 from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Reached
 
 
-def down(cluster: Cluster, grace: float, reporter: Reporter) -> DownResult:
+def down(cluster: Reached, grace: float, reporter: Reporter) -> DownResult:
     """Stop the cluster everywhere and check that nothing of ours is left."""
     result = stop_all(cluster, grace)
     for line in down_lines(result):

@@ -6,10 +6,10 @@ import threading
 import time
 from collections.abc import Callable
 
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Reached
 
 
-def logs(cluster: Cluster, names: list[str], lines: int, follow: bool, emit: Callable[[str], None]) -> None:
+def logs(cluster: Reached, names: list[str], lines: int, follow: bool, emit: Callable[[str], None]) -> None:
     """Each node's log prefixed by its name; following interleaves them as they come."""
     width = max(len(n) for n in names)
     lock = threading.Lock()

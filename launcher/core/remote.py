@@ -180,6 +180,24 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     return Call(shell_words(words), script="probe", timeout=600)
 
 
+def planning_call(directory: str, request: dict[str, Any]) -> Call:
+    """What a plan made elsewhere needs from the head: the model's small files, the vLLM build."""
+    return script("planning", directory, json.dumps(request), timeout=120)
+
+
+def catalog_call(spec: Spec) -> Call:
+    """The head's own vLLM writes its flag catalog (flags, model traits): no weights, no device.
+
+    venv runtime: the venv's python; docker runtime: the image's, in a container without a
+    network that is removed after.
+    """
+    if spec.vllm.runtime == "venv":
+        return Call(shell_words([f"{spec.vllm.venv}/bin/python", "-"]), script="catalog", timeout=900)
+    docker = ["docker", "run", "--rm", "--interactive", "--pull=never", "--network=none"]
+    words = [*docker, container_label(spec), "--entrypoint", PYTHON, str(spec.vllm.image), "-"]
+    return Call(shell_words(words), script="catalog", timeout=900)
+
+
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:
     """What `up` sends to each node to start it, secret values masked: for `up --dry-run`."""
     masked = dict.fromkeys(spec.secrets, "<secret>")

@@ -1,4 +1,5 @@
-"""A planned cluster and its nodes' agents: the shared handle of every cluster operation."""
+"""A cluster's nodes and their agents (Reached), and a planned one (Cluster): the shared handle
+of every cluster operation."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import secrets as pysecrets
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
+from launcher.core.spec.reach import Reach
 from launcher.core.spec.sections import Spec
+from launcher.core.vllm.models import Sources
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
@@ -24,33 +26,39 @@ class ClusterBusy(SparkLaunchError):
     """Another spark-launch holds the cluster's lock."""
 
 
-@dataclass
-class Cluster:
-    """The spec, its plan, and one agent per node over one executor."""
+class Reached:
+    """A cluster's nodes, one agent each over one executor: what stopping and inspecting a
+    running cluster need. No plan: the nodes' own state says what runs."""
 
-    spec: Spec
-    plan: Plan
-    executor: Executor
-    api_key: str | None = None  # VLLM_API_KEY's value when the spec lists it as a secret
+    plan: Plan | None = None
 
-    def __post_init__(self) -> None:
-        self.agents = {n.name: Agent(self.executor, self.spec.name, n.name) for n in self.plan.nodes}
+    def __init__(
+        self,
+        reach: Reach,
+        executor: Executor,
+        api_key: str | None = None,
+        endpoint: tuple[str, int] | None = None,
+    ) -> None:
+        self.reach = reach
+        self.executor = executor
+        self.api_key = api_key  # VLLM_API_KEY's value when the spec lists it as a secret
+        self.endpoint = endpoint  # the head's API (host as seen on the head, port), when known
+        self.agents = {n.name: Agent(executor, reach.name, n.name) for n in reach.nodes}
+
+    @property
+    def name(self) -> str:
+        """The cluster's name."""
+        return self.reach.name
 
     @property
     def names(self) -> list[str]:
         """Node names, rank order."""
-        return [n.name for n in self.plan.nodes]
+        return [n.name for n in self.reach.nodes]
 
     @property
-    def head(self) -> NodeCommand:
-        """Rank 0."""
-        return self.plan.nodes[0]
-
-    @property
-    def api_host(self) -> str:
-        """Where the head's API listens, as seen from the head itself."""
-        host = self.spec.serve.get("host")
-        return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
+    def head_name(self) -> str:
+        """Rank 0's name."""
+        return self.names[0]
 
     def each(self, task: Callable[[Agent], dict[str, Any]]) -> dict[str, dict[str, Any] | SparkLaunchError]:
         """Run an agent call on every node at once."""
@@ -60,10 +68,11 @@ class Cluster:
         self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0
     ) -> tuple[int, bytes]:
         """An HTTP request to the head's API, through its SSH connection."""
+        if self.endpoint is None:
+            raise NodeError(self.head_name, "where the head's API listens is not known (nothing runs there)")
+        host, port = self.endpoint
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-        response = self.executor.http(
-            self.head.name, self.plan.api_port, method, path, body, timeout, self.api_host, headers
-        )
+        response = self.executor.http(self.head_name, port, method, path, body, timeout, host, headers)
         return response.status, response.body
 
     def served_model(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -74,14 +83,14 @@ class Cluster:
         except (ValueError, KeyError, IndexError, TypeError):
             entry = None
         if not isinstance(entry, dict) or "id" not in entry:
-            raise NodeError(self.head.name, f"GET /v1/models answered {status} without a model")
+            raise NodeError(self.head_name, f"GET /v1/models answered {status} without a model")
         return entry
 
     @contextlib.contextmanager
     def locked(self, command: str) -> Iterator[None]:
         """Hold the cluster's lock (on the head) for the duration; ClusterBusy when another holds it."""
         holder = lock_holder(command)
-        agent = self.agents[self.head.name]
+        agent = self.agents[self.head_name]
         answer = agent.lock(holder)
         if not answer["ok"] and holder_is_stale(answer.get("holder", {})):
             agent.unlock("*")
@@ -97,13 +106,47 @@ class Cluster:
                 agent.unlock(holder["token"])
 
 
-def _busy(cluster: Cluster, other: dict[str, Any]) -> ClusterBusy:
+class Cluster(Reached):
+    """The spec, its plan, and one agent per node over one executor: the handle of every
+    operation that plans (`sources`: where the plan's inputs came from, when read for it)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        plan: Plan,
+        executor: Executor,
+        api_key: str | None = None,
+        sources: Sources | None = None,
+    ) -> None:
+        super().__init__(Reach.of(spec), executor, api_key, (api_host(spec), plan.api_port))
+        self.spec = spec
+        self.plan: Plan = plan
+        self.sources = sources
+
+    @property
+    def head(self) -> NodeCommand:
+        """Rank 0."""
+        return self.plan.nodes[0]
+
+    @property
+    def api_host(self) -> str:
+        """Where the head's API listens, as seen from the head itself."""
+        return api_host(self.spec)
+
+
+def api_host(spec: Spec) -> str:
+    """Where the head's API listens, as seen from the head itself."""
+    host = spec.serve.get("host")
+    return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
+
+
+def _busy(cluster: Reached, other: dict[str, Any]) -> ClusterBusy:
     since = time.strftime("%H:%M:%S", time.localtime(other.get("since", 0)))
     return ClusterBusy(
-        f"cluster {cluster.spec.name} is busy: `{other.get('command', '?')}` by {other.get('user', '?')}@"
+        f"cluster {cluster.name} is busy: `{other.get('command', '?')}` by {other.get('user', '?')}@"
         f"{other.get('host', '?')} (pid {other.get('pid', '?')}) since {since}",
         "wait for it to finish; if that process is gone, remove ~/.spark-launch/"
-        f"{cluster.spec.name}/lock on {cluster.head.name}",
+        f"{cluster.name}/lock on {cluster.head_name}",
     )
 
 

@@ -139,7 +139,7 @@ class SshExecutor:
                 f"timed out reaching {where}",
                 "is the address right and reachable from here? (ssh -v to see more)",
             ) from None
-        except socket.gaierror:
+        except (socket.gaierror, UnicodeError):  # UnicodeError: a name IDNA cannot encode (a label over 63)
             raise NodeError(
                 node, f"cannot resolve {where}", "check the ssh target or HostName in ssh_config"
             ) from None

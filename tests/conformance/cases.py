@@ -20,7 +20,8 @@ import yaml
 from launcher.catalogs import load_catalog
 from launcher.core.plan import Plan, build_plan
 from launcher.core.rules.base import bool_args, in_range
-from launcher.core.vllm.catalog import Catalog, parse_version
+from launcher.core.spec.pep440 import parse
+from launcher.core.vllm.catalog import Catalog
 from launcher.load import catalog_for, read_model_facts
 from tests.conftest import ROOT, spec_of
 
@@ -279,7 +280,7 @@ REFUSALS: tuple[Refusal, ...] = (
 
 def applies(refusal: Refusal, version: str) -> bool:
     """True when the refusal is in force for `version`."""
-    return in_range(parse_version(version), refusal.releases)
+    return in_range(parse(version), refusal.releases)
 
 
 def unset_defaults(case: Case, data: dict[str, Any], plan: Plan) -> tuple[str, ...]:

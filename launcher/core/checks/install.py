@@ -7,6 +7,7 @@ from typing import Any
 
 from launcher.core.checks.report import Row, each, same
 from launcher.core.spec.sections import Spec
+from launcher.core.vllm.models import Sources
 from launcher.core.vllm.releases import same_release
 
 
@@ -140,3 +141,11 @@ def image_release_row(spec: Spec, resolved: Mapping[str, dict[str, Any]]) -> Row
 def _short(image_id: str | None) -> str:
     """An image id as docker shows it: 12 hex digits."""
     return (image_id or "").removeprefix("sha256:")[:12]
+
+
+def catalog_rows(head: str, sources: Sources | None) -> list[Row]:
+    """Where the flags the plan was checked against came from, for a build without a committed
+    catalog: learned from the head's own vLLM now, or earlier (the operator's cache)."""
+    if sources is None or sources.learned is None:
+        return []
+    return [Row("vllm", "flag catalog (this build's own)", {head: sources.learned}, True)]

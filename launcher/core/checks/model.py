@@ -14,6 +14,7 @@ from typing import Any
 from launcher.core.checks.report import Row, each
 from launcher.core.spec.sections import Spec
 from launcher.core.sync.manifest import (
+    CONFIG,
     FileEntry,
     Manifest,
     differences,
@@ -22,6 +23,7 @@ from launcher.core.sync.manifest import (
     model_dirs,
     needs_weights,
 )
+from launcher.core.vllm.models import Sources
 
 SHOWN = 10  # differing files shown one per row; the rest are counted
 FIX = "spark-launch sync models SPEC copies it from the head and verifies it"
@@ -90,3 +92,27 @@ def _entry(entry: FileEntry | None) -> str:
 def weight_bytes(answer: Mapping[str, Any]) -> int:
     """The size of a manifest answer's files (what must fit in memory, roughly)."""
     return sum(int(size) for size, _ in answer.get("files", {}).values())
+
+
+def planned_model_rows(sources: Sources | None, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
+    """Every node's config.json is the one the plan was made from (read here, or on the head)."""
+    if sources is None or sources.model.sha256 is None:
+        return []
+    files, planned = sources.model, sources.model.sha256[:12]
+    where = "here" if files.node is None else f"on {files.node}" + (" earlier" if files.cached_at else "")
+    values = {n: _config_sha(f["models"].get(files.path) or {}) for n, f in facts.items()}
+    ok = all(v == planned for v in values.values())
+    if files.node is None:
+        hint = (
+            "the config.json here is not the nodes': the plan must be made from theirs (update or "
+            f"remove the copy here, or copy it to the nodes: {FIX})"
+        )
+    else:
+        hint = f"config.json changed on the nodes since it was read {where}: run the command again"
+    item = f"config.json as planned (read {where}: {planned})"
+    return [Row("model", item, values, ok, None if ok else hint)]
+
+
+def _config_sha(answer: Mapping[str, Any]) -> str:
+    entry = (answer.get("files") or {}).get(CONFIG)
+    return str(entry[1])[:12] if entry else "missing"

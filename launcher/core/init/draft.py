@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.spec.pep440 import is_version
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import facts_from_config
 
@@ -71,9 +72,10 @@ def discover_request(request: InitRequest) -> dict[str, Any]:
 
 
 def release(version: Any) -> str | None:
-    """The release of an installed version: 0.32.0 from 0.32.0+cpu; None when there is none."""
-    found = re.match(r"v?(\d+(?:\.\d+){0,2})", str(version or ""))
-    return found.group(1) if found else None
+    """The version as the node reports it (0.32.0+cpu, 0.33.1.dev45+g7ee8a6dd0): vllm.version
+    is written so; None when it is no PEP 440 version."""
+    text = str(version or "")
+    return text if is_version(text) else None
 
 
 def install(request: InitRequest, facts: Facts) -> tuple[Decided, Decided]:

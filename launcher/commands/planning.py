@@ -1,0 +1,160 @@
+"""Planning for the nodes: what this machine cannot read for a plan comes from the head node.
+
+Shared by every command that plans for a cluster (check, up, supervise, verify, sync,
+export systemd, `plan --from-head`). Nothing extra is asked when this machine has it all:
+
+- the model's config.json (and whether modules.json is there), when the model is not
+  readable here: one small call on the head's SSH connection, which the command's own
+  fan-out then reuses. It is kept in the operator's cache for `plan` offline, and `check`
+  compares every node's config.json with the one planned from.
+- the flag catalog of a build without a committed one: the build's identity (its version,
+  the fingerprint of its files, or the image id) in that same call, then the catalog the
+  operator's cache holds for that build, or one learned from the build's own vLLM (the
+  generator `make catalogs` runs, sent as a node script): once per build.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from launcher.cache import learned_catalog, save_catalog, save_model_files
+from launcher.commands.reporter import Reporter
+from launcher.core import remote
+from launcher.core.plan import Plan, PlanProblems
+from launcher.core.spec.sections import Spec
+from launcher.core.spec.yamlsource import Document
+from launcher.core.vllm.catalog import Catalog, catalog_from_dict
+from launcher.core.vllm.models import ModelFiles, Sources
+from launcher.core.vllm.releases import Release, same_release
+from launcher.errors import Problem
+from launcher.load import committed_catalog, local_model_files, plan_with, release_of
+from launcher.node.agent import Agent
+from launcher.node.executor import Executor, NodeError
+from launcher.node.scripts.catalog import MARKER as CATALOG_MARKER
+
+__all__ = ["plan_for_nodes"]
+
+
+def plan_for_nodes(
+    document: Document, spec: Spec, executor: Executor, reporter: Reporter
+) -> tuple[Plan, Sources]:
+    """Plan `spec` for its nodes, asking the head for what this machine lacks; a SpecError when the
+    spec does not plan, a NodeError when the head cannot answer."""
+    try:
+        release = release_of(spec)
+        files = local_model_files(spec)
+        committed = committed_catalog(spec, release)
+        agent = Agent(executor, spec.name, spec.head.name)
+        answer, seconds = _ask_head(spec, agent, need_model=files is None, need_build=committed is None)
+        if files is None:
+            files = _head_files(spec, answer["model"])
+        catalog, how = (
+            (committed, None) if committed else _learned(spec, release, answer["vllm"], agent, reporter)
+        )
+        plan = plan_with(spec, files, catalog, release)
+    except PlanProblems as exc:
+        raise document.error(list(dict.fromkeys(exc.problems))) from None
+    return plan, Sources(files, catalog, how, seconds)
+
+
+def _ask_head(
+    spec: Spec, agent: Agent, need_model: bool, need_build: bool
+) -> tuple[dict[str, Any], float | None]:
+    """One call for whatever is needed (nothing: no call)."""
+    request: dict[str, Any] = {}
+    if need_model:
+        request["model"] = spec.model.path
+    if need_build:
+        request.update(
+            {"venv": spec.vllm.venv} if spec.vllm.runtime == "venv" else {"image": spec.vllm.image}
+        )
+    if not request:
+        return {}, None
+    began = time.monotonic()
+    answer = agent.ask(remote.planning_call(agent.dir, request))
+    return answer, time.monotonic() - began
+
+
+def _head_files(spec: Spec, found: dict[str, Any]) -> ModelFiles:
+    """The model files as the head holds them (kept in the operator's cache), or nothing known."""
+    head = spec.head.name
+    if found.get("config") is None:
+        return ModelFiles(spec.model.path, None, bool(found.get("modules")), head)
+    try:
+        config: Any = json.loads(found["config"])
+    except (ValueError, RecursionError):
+        config = None  # the plan says it is not a JSON object
+    files = ModelFiles(spec.model.path, config, bool(found.get("modules")), head, found.get("sha256"))
+    if isinstance(config, dict):
+        save_model_files(spec.head.ssh, files)
+    return files
+
+
+def _learned(
+    spec: Spec, release: Release, build: dict[str, Any], agent: Agent, reporter: Reporter
+) -> tuple[Catalog, str]:
+    """The catalog of the head's own build: from the operator's cache, or learned from its vLLM now."""
+    head, version = spec.head.name, spec.vllm.version
+    reported = build.get("version")
+    if reported is not None and not same_release(version, reported):
+        raise PlanProblems(
+            [
+                Problem(
+                    ("vllm", "version"),
+                    f"is {version}, but the head {head} has vLLM {reported}",
+                    f'write the version the nodes report: vllm.version: "{reported}"',
+                )
+            ]
+        )
+    fingerprint = build.get("build")
+    if not fingerprint:
+        where = spec.vllm.venv if spec.vllm.runtime == "venv" else spec.vllm.image
+        raise PlanProblems(
+            [
+                Problem(
+                    ("vllm", "venv" if spec.vllm.runtime == "venv" else "image"),
+                    f"vLLM {version} has no committed flag catalog, and {head} has no vLLM at {where} "
+                    f"to learn it from ({build.get('error') or 'not found'})",
+                    "install it there (the same build on every node), or fix the path",
+                )
+            ]
+        )
+    found = learned_catalog(version, fingerprint)
+    if found is not None:
+        return found[0], f"learned from {found[1].get('node', head)}'s own vLLM earlier (cached)"
+    reporter.info(
+        f"learning the flags of vLLM {version} ({release.rules_of}'s rules) from {head}'s own vLLM: "
+        "no catalog for this build here yet (once per build)"
+    )
+    began = time.monotonic()
+    data = _generate(agent, spec)
+    seconds = time.monotonic() - began
+    learned = {
+        "node": head,
+        "version": reported or version,
+        "build": fingerprint,
+        "seconds": round(seconds, 1),
+    }
+    save_catalog(version, fingerprint, data, learned)
+    return catalog_from_dict(data, f"learned from {head}'s own vLLM {learned['version']}"), (
+        f"learned from {head}'s own vLLM now ({seconds:.1f} s)"
+    )
+
+
+def _generate(agent: Agent, spec: Spec) -> dict[str, Any]:
+    """Run the catalog generator on the node; its catalog, checked to be one."""
+    result = agent.run(remote.catalog_call(spec))
+    lines = [line for line in result.stdout.splitlines() if line.startswith(CATALOG_MARKER)]
+    try:
+        data: dict[str, Any] = json.loads(lines[-1][len(CATALOG_MARKER) :])
+        catalog_from_dict(data)
+    except (IndexError, ValueError, KeyError, TypeError, AttributeError):
+        tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
+        raise NodeError(
+            agent.node,
+            f"its vLLM could not write its flag catalog: {' / '.join(tail) or f'exit {result.exited}'}",
+            "run `spark-launch check` again; if it persists, set vllm.flags_from to a supported release",
+        ) from None
+    return data
