@@ -72,8 +72,8 @@ def describe(version: Version, rules_of: str, newest: str) -> str:
         what = f"a post-release of {version.base}"
     else:
         what = f"release {version.public}"
-    if parse(rules_of) == parse(newest) and version.public > parse(newest):
-        return f"{what}, newer than {newest}, the newest release spark-launch was tested with"
+    if parse(rules_of) == parse(newest) and version.base > parse(newest):
+        return f"{what}, after release {newest}, the newest spark-launch was tested with"
     return what if version.base == parse(rules_of) else f"{what}, after release {rules_of}"
 
 

@@ -1,0 +1,128 @@
+"""Any spec reaches a running cluster: `status` and `down` need only the cluster's name, its nodes
+and SSH; a spec that no longer plans works from what the nodes' state says runs (fast tier:
+the real node agent on this machine, the FAKE vLLM; tests/e2e/test_operator_machine.py does it
+on the test bed with the real one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from launcher.commands.down import down
+from launcher.commands.reporter import Silent
+from launcher.commands.status import status
+from launcher.commands.up import UpOptions, up
+from launcher.core.serving.state import api_endpoint
+from launcher.core.spec.reach import Reach, reach_of
+from launcher.node.cluster import Cluster, Reached
+from launcher.node.executor import NodeError
+from launcher.node.ssh import SshExecutor
+from tests.conftest import base_spec, edit, fake_vllm_cluster
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"vllm.version": "0.99.1"},  # a release without rules or catalog here
+        {"vllm.version": "latest"},
+        {"serve.tensor_paralel_size": 2},  # a typo
+        {"vllm": "0.33.0"},  # a whole section broken
+        {"model": None, "serve": None, "vllm.runtime": "podman"},
+    ],
+)
+def test_the_reach_of_a_spec_that_does_not_plan_is_its_name_and_nodes(changes: dict[str, object]) -> None:
+    reach, problems = reach_of(edit(base_spec(), **changes))
+    assert problems == [] and reach is not None
+    assert (reach.name, [n.name for n in reach.nodes], [n.ssh for n in reach.nodes]) == (
+        "t",
+        ["n1", "n2"],
+        ["n1", "n2"],
+    )
+
+
+def test_the_reach_keeps_what_stopping_needs_when_it_is_readable() -> None:
+    data = edit(base_spec(), **{"vllm.runtime": "docker", "secrets": ["VLLM_API_KEY"], "vllm.version": "x y"})
+    reach, _ = reach_of(data)
+    assert reach is not None and reach.runtime == "docker" and reach.secrets == ("VLLM_API_KEY",)
+    assert reach_of(edit(base_spec(), **{"vllm.runtime": "podman"}))[0].runtime is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("changes", "where"),
+    [
+        ({"nodes": []}, "nodes"),
+        ({"nodes.1.ssh": "-oProxyCommand=x"}, "nodes[1].ssh"),
+        ({"name": "Bad Name"}, "name"),
+        ({"name": None}, "name"),
+        ({"nodes.1.name": "n1"}, "nodes[0].name"),
+    ],
+)
+def test_a_spec_whose_name_or_nodes_are_broken_reaches_nothing(
+    changes: dict[str, object], where: str
+) -> None:
+    reach, problems = reach_of(edit(base_spec(), **changes))
+    assert reach is None and where in {p.dotted for p in problems}
+
+
+@pytest.mark.parametrize(
+    ("argv", "endpoint"),
+    [
+        (["vllm", "serve", "/m", "--port=8001", "--node-rank=0"], ("127.0.0.1", 8001)),
+        (["vllm", "serve", "/m", "--host", "10.0.0.1", "--port", "9000"], ("10.0.0.1", 9000)),
+        (["vllm", "serve", "/m", "--host=0.0.0.0"], ("127.0.0.1", 8000)),
+        ([], None),
+    ],
+)
+def test_the_heads_api_is_where_its_running_command_says(
+    argv: list[str], endpoint: tuple[str, int] | None
+) -> None:
+    assert api_endpoint(argv) == endpoint
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
+    return fake_vllm_cluster(tmp_path, monkeypatch)
+
+
+def test_status_and_down_work_from_the_nodes_state_alone(cluster: Cluster) -> None:
+    up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    unplanned = Reached(Reach.of(cluster.spec), cluster.executor)  # no plan, no endpoint
+    try:
+        st = status(unplanned, deadline=10)
+        assert st.state == "running" and st.plan_digest is None and st.health == 200
+        assert st.serving is not None and st.serving.state == "serving"
+        assert unplanned.endpoint == ("127.0.0.1", cluster.plan.api_port)
+        assert [st.matches(n) for n in st.nodes] == [None, None]
+    finally:
+        stopped = down(unplanned, 2, Silent())
+    assert stopped.clean and all(r["found"] >= 1 for r in stopped.per_node.values())
+    assert status(cluster).state == "stopped"
+    assert status(Reached(Reach.of(cluster.spec), cluster.executor)).health is None  # nothing to ask
+
+
+def test_a_host_name_no_resolver_can_encode_is_an_unreachable_node_not_a_crash(tmp_path: Path) -> None:
+    """A label over 63 characters makes the IDNA codec raise UnicodeError before any lookup."""
+    executor = SshExecutor({"n1": "a" * 70 + ".example"})
+    with pytest.raises(NodeError) as caught:
+        executor.run("n1", "true")
+    assert caught.value.node == "n1" and "cannot resolve" in caught.value.message
+    executor.close()
+
+
+def test_a_broken_spec_still_names_its_cluster_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through the CLI: the spec's problems as a warning, then the nodes (unreachable here)."""
+    from launcher.cli.main import main
+
+    data = edit(base_spec(), **{"vllm.version": "0.99.1", "nodes.0.ssh": "a" * 70, "nodes.1.ssh": "b" * 70})
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(SystemExit) as exit_code:
+        main(["down", str(path)])
+    assert exit_code.value.code == 4  # unreachable, after the warning: never 2 for this spec
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {path}:") and "vllm.version: vLLM 0.99.1 has no flag catalog here" in err
+    assert "the spec does not plan: working from what the nodes run" in err and "node n1:" in err
