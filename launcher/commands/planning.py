@@ -48,6 +48,13 @@ def plan_for_nodes(
         committed = committed_catalog(spec, release)
         agent = Agent(executor, spec.name, spec.head.name)
         answer, seconds = _ask_head(spec, agent, need_model=files is None, need_build=committed is None)
+        if seconds is not None:
+            asked = [
+                w
+                for w, need in (("the model's config.json", files is None), ("its vLLM build", not committed))
+                if need
+            ]
+            reporter.info(f"read from {spec.head.name}: {' and '.join(asked)} ({seconds:.2f} s)")
         if files is None:
             files = _head_files(spec, answer["model"])
         catalog, how = (

@@ -224,6 +224,7 @@ def cache_key(job: dict[str, Any], tag: str) -> str:
         "probe": tag,
         "python": sys.version,
         "vllm": fingerprint(site, "vllm", "vllm")["build"],
+        "version": vllm_version(),  # its metadata: vLLM reads its platform off it (+cpu)
         "argv": job["argv"],
         "env": engine_env({**os.environ, **job.get("env", {})}),
         "model": config_hashes(job["argv"][0]) if job["argv"] else {},
