@@ -34,7 +34,7 @@ from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError
 from launcher.node.scripts.catalog import MARKER as CATALOG_MARKER
 
-__all__ = ["plan_for_nodes"]
+__all__ = ["learn_catalog", "plan_for_nodes"]
 
 
 def plan_for_nodes(
@@ -136,7 +136,7 @@ def _learned(
         "no catalog for this build here yet (once per build)"
     )
     began = time.monotonic()
-    data = _generate(agent, spec)
+    data = learn_catalog(agent, spec)
     seconds = time.monotonic() - began
     learned = {
         "node": head,
@@ -150,8 +150,9 @@ def _learned(
     )
 
 
-def _generate(agent: Agent, spec: Spec) -> dict[str, Any]:
-    """Run the catalog generator on the node; its catalog, checked to be one."""
+def learn_catalog(agent: Agent, spec: Spec) -> dict[str, Any]:
+    """The catalog of the node's own vLLM (its runtime as the spec says): the generator of
+    `make catalogs`, run there with vLLM's own python; checked to be a catalog."""
     result = agent.run(remote.catalog_call(spec))
     lines = [line for line in result.stdout.splitlines() if line.startswith(CATALOG_MARKER)]
     try:

@@ -107,7 +107,10 @@ def bed(node_views: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     env = {"XDG_CACHE_HOME": str(directory / "cache")}
     spec = write(directory, spec_data())
     cli("down", DEMO, "--grace", "5")
-    offline_before = cli("plan", spec, env=env)
+    offline_before = [
+        cli("plan", spec, env=env),
+        cli("plan", write(directory, spec_data(version="0.32.0"), "release.yaml"), env=env),
+    ]
     cold, cold_s = timed("check", spec, "--json", env=env)
     warm, warm_s = timed("check", spec, "--json", env=env)
     up, up_s = timed("up", spec, "--json", env=env, timeout=900)
@@ -120,8 +123,14 @@ def bed(node_views: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         cli("down", DEMO, "--grace", "5")
 
 
-def test_plan_offline_says_what_depends_on_the_models_kind_and_how_to_settle_it(bed: dict[str, Any]) -> None:
-    done = bed["offline_before"]
+def test_plan_offline_says_what_it_lacks_and_how_to_settle_it(bed: dict[str, Any]) -> None:
+    build, release = bed["offline_before"]
+    assert build.returncode == 2
+    assert f"vllm.version: vLLM {DEV} has no flag catalog here (committed: 0.32.0, 0.33.0)" in build.stderr
+    assert (
+        "`spark-launch plan --from-head SPEC` learns its flags from the head node's own vLLM" in build.stderr
+    )
+    done = release  # a committed release: the model's kind is what it lacks
     assert done.returncode == 2
     for key in ("enable_prefix_caching", "enable_chunked_prefill"):
         assert (
