@@ -132,6 +132,19 @@ def offline_model_files(spec: Spec) -> ModelFiles:
     return local_model_files(spec) or cached or ModelFiles(spec.model.path, None)
 
 
+def lacking_here(spec: Spec) -> bool:
+    """True when planning offline lacks what only the head can give: the model's config.json (not
+    here, not read earlier), or the build's catalog (not committed, not learned earlier)."""
+    try:
+        release = release_of(spec)
+    except PlanProblems:
+        return False
+    cached = cached_model_files(spec.head.ssh, spec.model.path) if spec.nodes else None
+    no_model = local_model_files(spec) is None and cached is None
+    no_catalog = committed_catalog(spec, release) is None and learned_catalog(spec.vllm.version) is None
+    return no_model or no_catalog
+
+
 def read_model_facts(spec: Spec, catalog: Catalog) -> ModelFacts:
     """What the model's files, read here (or from the head earlier), tell the release's catalog."""
     return facts_of(offline_model_files(spec), spec.model, catalog)

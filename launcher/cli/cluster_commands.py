@@ -7,7 +7,14 @@ import time
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, reach_cluster, secret_values
+from launcher.cli.common import (
+    JSON,
+    SPEC,
+    SSH_CONFIG,
+    open_cluster,
+    reach_cluster,
+    secret_values,
+)
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -72,8 +79,8 @@ def up(
         from launcher.core.views import dry_run_text
         from launcher.load import plan_file
 
-        planned_spec, plan = plan_file(spec)
-        click.echo(dry_run_text(plan, dry_run_calls(planned_spec, plan)))
+        planned, plan = plan_file(spec)  # offline, as `plan` (what `plan --from-head` read is kept)
+        click.echo(dry_run_text(plan, dry_run_calls(planned, plan)))
         return ExitStatus.OK
     with open_cluster(spec, ssh_config) as cluster:
         values = secret_values(cluster.spec.secrets)

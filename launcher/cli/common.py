@@ -13,6 +13,7 @@ import click
 from launcher.errors import SparkLaunchError, SpecError
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
+    from launcher.core.plan import Plan
     from launcher.core.spec.sections import Spec
     from launcher.node.cluster import Cluster, Reached
     from launcher.node.ssh import SshExecutor
@@ -60,16 +61,18 @@ def open_cluster(spec_path: str, ssh_config: str | None) -> Iterator[Cluster]:
         executor.close()
 
 
-def planned_spec(spec_path: str, ssh_config: str | None) -> Spec:
-    """The spec, once it plans: offline where it can, else for its nodes (what this machine
+def planned_spec(spec_path: str, ssh_config: str | None) -> tuple[Spec, Plan]:
+    """The spec and its plan: offline where it plans so, else for its nodes (what this machine
     lacks read from the head)."""
-    from launcher.load import plan_file
+    from launcher.load import lacking_here, plan_file, read_spec
 
     try:
-        return plan_file(spec_path)[0]
+        return plan_file(spec_path)
     except SpecError:
-        with open_cluster(spec_path, ssh_config) as cluster:
-            return cluster.spec
+        if not lacking_here(read_spec(spec_path)[1]):  # the head would not change the answer
+            raise
+    with open_cluster(spec_path, ssh_config) as cluster:
+        return cluster.spec, cluster.plan
 
 
 @contextmanager

@@ -69,7 +69,7 @@ def systemd(
     from launcher.commands.systemd import install as write_unit
     from launcher.core.serving.systemd import render_unit
 
-    planned = planned_spec(spec, ssh_config)  # it must plan, as supervise will
+    planned, _ = planned_spec(spec, ssh_config)  # it must plan, as supervise will
     extra = [
         *(["--ssh-config", str(Path(ssh_config).resolve())] if ssh_config else []),
         *(["--events", str(Path(events).expanduser().resolve())] if events else []),

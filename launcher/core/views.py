@@ -8,6 +8,7 @@ from typing import Any
 from launcher.core.plan import Plan
 from launcher.core.remote import Call
 from launcher.core.render import pretty_command, shown_word
+from launcher.core.spec.pep440 import parse
 from launcher.errors import one_line
 
 
@@ -56,7 +57,7 @@ def plan_text(plan: Plan) -> str:
         f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
         f"{len(plan.nodes)} node(s), plan {plan.digest}"
     ]
-    if plan.catalog_version != plan.vllm_version:
+    if parse(plan.catalog_version) != parse(plan.vllm_version).public:  # vllm.flags_from
         out.append(
             f"  ! using the flags of vLLM {plan.catalog_version}: unsupported release, at your own risk"
         )
