@@ -128,8 +128,11 @@ def local_model_files(spec: Spec) -> ModelFiles | None:
 
 def offline_model_files(spec: Spec) -> ModelFiles:
     """Here, else as read from the head earlier, else nothing known (the plan then says so)."""
+    local = local_model_files(spec)
+    if local is not None:
+        return local
     cached = cached_model_files(spec.head.ssh, spec.model.path) if spec.nodes else None
-    return local_model_files(spec) or cached or ModelFiles(spec.model.path, None)
+    return cached or ModelFiles(spec.model.path, None)
 
 
 def lacking_here(spec: Spec) -> bool:
