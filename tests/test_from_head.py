@@ -21,6 +21,7 @@ from launcher.cache import learned_catalog, save_catalog
 from launcher.catalogs import CATALOG_DIR
 from launcher.commands.planning import plan_for_nodes
 from launcher.commands.reporter import Silent
+from launcher.core import remote
 from launcher.core.checks import planned_model_rows
 from launcher.core.checks.probe import hash_rows
 from launcher.core.plan import Plan
@@ -31,7 +32,7 @@ from launcher.load import plan_file, validated
 from launcher.node.executor import LocalExecutor, NodeError
 from launcher.node.scripts import installed
 from launcher.node.scripts.installed import fingerprint
-from tests.conftest import base_spec, edit, write
+from tests.conftest import base_spec, edit, spec_of, write
 from tests.test_model_facts import QWEN3_NEXT
 
 DEV = "0.33.1.dev45+g7ee8a6dd0"
@@ -250,3 +251,14 @@ def test_no_hash_row_for_a_release_without_one_and_a_fail_for_a_node_without_it(
     assert hash_rows({"n1": {"config_hash": None}, "n2": {}}) == []
     (row,) = hash_rows({"n1": {"config_hash": "abc"}, "n2": {"config_hash": None}})
     assert not row.ok and "the vLLM on n2 reports no config hash" in (row.hint or "")
+
+
+def test_the_catalog_is_written_by_the_heads_own_vllm_python_or_inside_its_image() -> None:
+    venv = remote.catalog_call(spec_of(base_spec()))
+    assert (venv.command, venv.script) == ("/opt/vllm/bin/python -", "catalog")
+    docker = edit(base_spec(), **{"vllm.runtime": "docker", "vllm.image": "vllm:v", "vllm.venv": None})
+    call = remote.catalog_call(spec_of(docker))
+    assert call.command == (
+        "docker run --rm --interactive --pull=never --network=none "
+        "--label=spark-launch.cluster=t --entrypoint python3 vllm:v -"
+    )

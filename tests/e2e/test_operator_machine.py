@@ -189,6 +189,9 @@ def test_plan_offline_then_plans_with_what_was_read_and_learned(bed: dict[str, A
     assert model["value"].startswith("hybrid (Qwen3NextForCausalLM)")
     assert "(as read earlier, kept on this machine)" in model["reason"]
     assert "--mamba-cache-mode=align" in plan["nodes"][1]["argv"]  # 0.32's rules: the flag is live
+    online = cli("plan", bed["spec"], "--from-head", "--json", env=bed["env"])
+    assert online.returncode == 0 and json.loads(online.stdout)["digest"] == plan["digest"]
+    assert "read from node1: the model's config.json and its vLLM build" in online.stderr
 
 
 def test_up_serves_and_verify_shows_mamba_align_and_growing_prefix_hits(bed: dict[str, Any]) -> None:
