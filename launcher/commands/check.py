@@ -15,7 +15,6 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from launcher.catalogs import load_catalog
 from launcher.core import remote
 from launcher.core.checks import (
     Report,
@@ -36,6 +35,7 @@ from launcher.core.render import container_name
 from launcher.core.reports import check_text
 from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
+from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 from launcher.node.scripts import tag as script_tag
@@ -125,7 +125,7 @@ def _check(
         rows.append(Row("probe", "answers", cached, True, level="warn"))
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
-        catalog = cluster.sources.catalog if cluster.sources else load_catalog(plan.catalog_version)
+        catalog = cluster.sources.catalog if cluster.sources else catalog_for(spec)
         rows += probe_rows(plan, catalog, resolved)
     return Report(tuple(cluster.names), tuple(rows))
 

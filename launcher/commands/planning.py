@@ -47,19 +47,13 @@ def plan_for_nodes(
         files = local_model_files(spec)
         committed = committed_catalog(spec, release)
         agent = Agent(executor, spec.name, spec.head.name)
-        answer, seconds = _ask_head(spec, agent, need_model=files is None, need_build=committed is None)
-        if seconds is not None:
-            asked = [
-                w
-                for w, need in (("the model's config.json", files is None), ("its vLLM build", not committed))
-                if need
-            ]
-            reporter.info(f"read from {spec.head.name}: {' and '.join(asked)} ({seconds:.2f} s)")
+        answer, seconds = _ask_head(spec, agent, files is None, committed is None, reporter)
         if files is None:
             files = _head_files(spec, answer["model"])
-        catalog, how = (
-            (committed, None) if committed else _learned(spec, release, answer["vllm"], agent, reporter)
-        )
+        if committed is None:
+            catalog, how = _learned(spec, release, answer["vllm"], agent, reporter)
+        else:
+            catalog, how = committed, None
         plan = plan_with(spec, files, catalog, release)
     except PlanProblems as exc:
         raise document.error(list(dict.fromkeys(exc.problems))) from None
@@ -67,12 +61,10 @@ def plan_for_nodes(
 
 
 def _ask_head(
-    spec: Spec, agent: Agent, need_model: bool, need_build: bool
+    spec: Spec, agent: Agent, need_model: bool, need_build: bool, reporter: Reporter
 ) -> tuple[dict[str, Any], float | None]:
-    """One call for whatever is needed (nothing: no call)."""
-    request: dict[str, Any] = {}
-    if need_model:
-        request["model"] = spec.model.path
+    """One call for whatever is needed (nothing: no call), and how long it took."""
+    request: dict[str, Any] = {"model": spec.model.path} if need_model else {}
     if need_build:
         request.update(
             {"venv": spec.vllm.venv} if spec.vllm.runtime == "venv" else {"image": spec.vllm.image}
@@ -81,7 +73,12 @@ def _ask_head(
         return {}, None
     began = time.monotonic()
     answer = agent.ask(remote.planning_call(agent.dir, request))
-    return answer, time.monotonic() - began
+    seconds = time.monotonic() - began
+    asked = [
+        w for w, need in (("the model's config.json", need_model), ("its vLLM build", need_build)) if need
+    ]
+    reporter.info(f"read from {spec.head.name}: {' and '.join(asked)} ({seconds:.2f} s)")
+    return answer, seconds
 
 
 def _head_files(spec: Spec, found: dict[str, Any]) -> ModelFiles:

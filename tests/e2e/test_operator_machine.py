@@ -138,6 +138,11 @@ def test_plan_offline_says_what_it_lacks_and_how_to_settle_it(bed: dict[str, Any
             in done.stderr
         )
     assert "plan --from-head SPEC" in done.stderr and "model.kind: decoder | hybrid" in done.stderr
+    online = cli("plan", bed["dir"] / "release.yaml", "--from-head", env=bed["env"])
+    assert online.returncode == 0, online.stderr
+    read = re.search(r"read from node1: the model's config\.json \(([\d.]+) s\)", online.stderr)
+    assert read, online.stderr
+    print(f"\nthe model's config.json read from the head: {read.group(1)} s")
 
 
 def test_check_reads_the_model_from_the_head_and_learns_the_builds_catalog_from_its_vllm(
