@@ -18,6 +18,7 @@ from typing import Any
 from launcher.cache import cached_model_files, learned_catalog
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.plan import Plan, PlanProblems, build_plan
+from launcher.core.receipts.release import Comparison, compare_release
 from launcher.core.spec.checks import release_problem
 from launcher.core.spec.sections import Spec
 from launcher.core.spec.validate import validate_spec
@@ -25,7 +26,14 @@ from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_docu
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
 from launcher.core.vllm.releases import Release, UnknownRules, release_for
-from launcher.errors import Problem, SparkLaunchError, one_line
+from launcher.errors import ExitStatus, Problem, SparkLaunchError, one_line
+
+
+class UnknownRelease(SparkLaunchError):
+    """A release with no committed catalog, named where one is required."""
+
+    exit_status = ExitStatus.BAD_SPEC
+
 
 MAX_CONFIG = 16 << 20  # a model's config.json is a few KiB; a larger one is not read whole
 LEARN = (
@@ -188,3 +196,16 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
     if problems or spec is None:
         raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
     return spec, plan
+
+
+def compare_file(path: str | Path, version: str) -> Comparison:
+    """Plan a spec file for its release and for `version`; what moving to `version` changes."""
+    spec, plan = plan_file(path)
+    if version not in known_versions():
+        raise UnknownRelease(
+            f"no catalog for vLLM {one_line(version)} to compare with; known: {', '.join(known_versions())}",
+            "--compare-release takes a supported release (see the README: adding a release)",
+        )
+    new = load_catalog(version)
+    moved = dataclasses.replace(spec, vllm=dataclasses.replace(spec.vllm, version=version, flags_from=None))
+    return compare_release(spec, plan, catalog_for(spec), new, read_model_facts(moved, new))

@@ -49,6 +49,7 @@ def _up(layout: Layout, with_vllm: bool, venv_wait: float, docker: bool) -> dict
     venv = None
     if with_vllm:
         venv = vllm_env.ensure_venv(venv_wait)
+        vllm_env.ensure_py_spy(venv)
         vllm_env.link(venv, layout.vllm)
         model.write_model(layout.model, venv / "bin" / "python")
         model.write_weights(layout.model, venv / "bin" / "python")
@@ -177,6 +178,7 @@ def describe(layout: Layout, venv: Path | None) -> dict[str, object]:
         "vllm_venv": str(layout.vllm),
         "vllm": str(layout.vllm / "bin" / "vllm"),
         "vllm_venv_target": str(venv) if venv else None,
+        "py_spy": str(venv / "bin" / "py-spy") if venv and (venv / "bin" / "py-spy").exists() else None,
         "bridge": {"name": BRIDGE, "address": BRIDGE_ADDR},
         "docker_image": image.TAG if any(dockerd.pid_of(n) for n in layout.nodes) else None,
         "nodes": [

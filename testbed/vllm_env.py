@@ -13,6 +13,9 @@ from testbed.errors import TestbedError
 from testbed.layout import VLLM_VERSION
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "vllm-venv.sh"
+# py-spy beside vLLM, as an operator installs it: the stacks a dying or wedged rank leaves.
+PY_SPY = "py-spy==0.4.3"
+PY_SPY_MARKER = ".testbed-py-spy"  # in the venv: the bed added py-spy, and which
 
 
 def expected_venv(version: str = VLLM_VERSION) -> Path:
@@ -53,6 +56,19 @@ def ensure_venv(timeout: float = 1800.0) -> Path:
             f"run `bash {SCRIPT} {VLLM_VERSION}` to see why",
         )
     return venv
+
+
+def ensure_py_spy(venv: Path) -> Path:
+    """py-spy in the cached vLLM venv, added once by the bed (and recorded there) so the stacks
+    of a failing rank can be captured; nothing else in the venv changes (--no-deps)."""
+    binary, marker = venv / "bin" / "py-spy", venv / PY_SPY_MARKER
+    if binary.exists() and marker.exists() and marker.read_text().strip() == PY_SPY:
+        return binary
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", PY_SPY]
+    if subprocess.run(pip, check=False).returncode != 0 or not binary.exists():
+        raise TestbedError(f"installing {PY_SPY} into {venv} failed", f"run `{' '.join(pip)}` to see why")
+    marker.write_text(PY_SPY + "\n")
+    return binary
 
 
 def link(target: Path, link_path: Path) -> None:

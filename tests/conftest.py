@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import os
 import socket
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +36,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def operator_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def operator_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The operator's cache (launcher.cache) for the whole session, and the CLIs it starts:
     never the user's own, whose learned catalogs and model files would change what plans."""
-    path = tmp_path_factory.mktemp("xdg-cache")
-    os.environ["XDG_CACHE_HOME"] = str(path)
-    return path
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("xdg-cache")
+        patch.setenv("XDG_CACHE_HOME", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def session_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Receipts of runs started by module-scoped fixtures go to the session's state directory."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("state")
+        patch.setenv("XDG_STATE_HOME", str(path))
+        yield path
+
+
+@pytest.fixture(autouse=True)
+def state_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Receipts of this test's runs go to its own state directory, never the developer's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    return tmp_path / "state"
 
 
 @pytest.fixture
@@ -110,6 +129,9 @@ def fake_vllm_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluste
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
+    py_spy = Path(sys.executable).parent / "py-spy"  # the real one, from the dev extras
+    if py_spy.exists():
+        (venv / "bin" / "py-spy").symlink_to(py_spy)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     data = base_spec("0.32.0", nodes=2)
     data["vllm"]["venv"] = str(venv)

@@ -290,6 +290,7 @@ CORE_ORDER = (
     ("plan", "render", "remote"),
     ("sync",),
     ("checks", "init", "serving"),
+    ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview
     ("views", "reports", "redact"),
 )
 
@@ -336,6 +337,9 @@ VERBS = {
         "systemd",
         "sync.models",
         "sync.images",
+        "runs",
+        "diff",
+        "lockfile",
     )
 }
 

@@ -30,6 +30,7 @@ EXPECTED = (
     "startup-failed.md",
     "upgrading-vllm.md",
     "containers.md",
+    "upgrading-safely.md",
 )
 
 FENCE = re.compile(r"^\s*```\s*(\S*)")

@@ -90,7 +90,7 @@ def whats(events: list[Event]) -> list[str]:
 
 
 def test_a_partial_run_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
-    cluster: Cluster, tmp_path: Path
+    cluster: Cluster, tmp_path: Path, state_home: Path
 ) -> None:
     wedge = tmp_path / f"fake-vllm-{cluster.plan.api_port}" / "wedge"
     runs: list[set[str | None]] = []
@@ -116,20 +116,38 @@ def test_a_partial_run_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cl
         "supervising",
         "partial",
         "serving",
+        "captured",
         "rank exited",
         "serving",
+        "captured",
         "wedged",
         "serving",
         "stopping",
         "stopped",
     ]
     assert events[1].why == "this plan runs, but not on n2" and events[-1].why == "SIGTERM"
-    died, wedged = events[3], events[5]
+    died, wedged = events[4], events[7]
     assert died.node == "n2" and "its processes are gone" in died.why
     assert "stop every rank, start the whole cluster in 0 s (restart 1 of at most 3" in died.action
     assert wedged.node == "n1" and "no 1-token completion finished within 2 s" in wedged.why
     assert "(restart 2 of at most 3" in wedged.action
     assert [len(r) for r in runs] == [1, 1, 1] and len(set.union(*runs)) == 3  # every rank, together
+    assert status(cluster, deadline=None).state == "stopped"
+    frozen = events[6]
+    assert frozen.node == "n1" and "n1: stacks of 1/1 process(es)" in frozen.why, frozen
+    assert "the receipt of run" in frozen.action and "n1-stacks.txt" in frozen.action
+    wedged_run = runs[1].pop()
+    receipt = json.loads(
+        (state_home / "spark-launch" / cluster.spec.name / "runs" / f"{wedged_run}.json").read_text()
+    )
+    (evidence,) = receipt["evidence"]
+    assert evidence["why"].startswith("wedged: /health is 200 but no 1-token completion finished")
+    head = evidence["nodes"]["n1"]
+    assert "vllm_api.py" in head["processes"][0]["cmdline"] and head["processes"][0]["ok"], head
+    assert "do_POST (vllm_api.py" in head["texts"]["stacks.txt"]  # where the wedged completion sits
+    assert "Starting vLLM server" in head["texts"]["log-tail.txt"]
+    assert evidence["nodes"]["n2"]["processes"] == []  # the headless fake is `sleep`: no Python
+    assert all(Path(f).is_file() for f in head["files"]) and head["files"]
     assert status(cluster, deadline=None).state == "stopped"
 
 

@@ -24,6 +24,7 @@ from tests.fakes.executor import Handler, ScriptedExecutor
 
 FAST = UpOptions(timeout=5, check=False, grace=1, lost_after=0.5)
 STOPPED = {"ok": True, "found": 1, "groups": 1, "killed": 0, "remaining": 0}
+STACKS = {"ok": True, "py_spy": None, "processes": [], "texts": {"log-tail.txt": "(the last lines)\n"}}
 
 
 def heartbeats(*first: dict[str, Any], seconds: float = 10) -> Iterator[dict[str, Any]]:
@@ -46,6 +47,7 @@ def cluster_with(
             ("*", "shell"): lambda w: Result(" ".join(w), 0, "", ""),
             ("*", "start"): lambda w: {"ok": True, "state": {}},
             ("*", "stop"): lambda w: STOPPED,
+            ("*", "stacks"): lambda w: STACKS,
             **handlers,
         }
     )
@@ -89,7 +91,8 @@ def test_a_node_whose_connection_drops_while_waiting_is_lost_and_the_others_stop
         "node n2: lost while waiting (node n2: connection lost: EOF); "
         "every other node was stopped; could not reach n2 to stop it"
     )
-    assert executor.keys("n1")[-2:] == ["stop", "lock"]  # stopped, then the lock released
+    calls = [k for k in executor.keys("n1") if k != "shell"]  # the receipt is written meanwhile
+    assert calls[-2:] == ["stop", "lock"]  # stopped, then the lock released
 
 
 def test_a_node_that_falls_silent_is_lost_after_lost_after_seconds() -> None:
@@ -123,8 +126,11 @@ def test_a_rank_that_exits_while_starting_is_reported_and_every_node_stopped() -
     with pytest.raises(StartupFailed) as caught:
         up(cluster, {}, FAST, reporter)
     assert caught.value.message.startswith("n2 (rank 1) exited with status 1 after ")
-    assert any(line.endswith("at 'started': stopping every node") for line in lines)
-    assert "stop" in executor.keys("n1") and "stop" in executor.keys("n2")
+    said = "at 'started': capturing every rank's stacks, then stopping every node"
+    assert any(line.endswith(said) for line in lines)
+    for node in ("n1", "n2"):  # the evidence is taken while every other rank still runs
+        keys = executor.keys(node)
+        assert "stacks" in keys and "stop" in keys and keys.index("stacks") < keys.index("stop")
 
 
 def test_a_busy_cluster_is_refused_saying_who_holds_it() -> None:

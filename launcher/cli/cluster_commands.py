@@ -34,6 +34,9 @@ from launcher.errors import ExitStatus, SparkLaunchError
 @click.option(
     "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
 )
+@click.option(
+    "--locked", is_flag=True, help="Refuse to start when a node differs from SPEC.lock (`spark-launch lock`)."
+)
 @JSON
 def up(
     spec: str,
@@ -46,6 +49,7 @@ def up(
     no_probe: bool,
     fresh: bool,
     drop_caches: bool,
+    locked: bool,
     as_json: bool,
 ) -> ExitStatus:
     """Start the cluster on every node and wait until it serves.
@@ -62,6 +66,9 @@ def up(
     --drop-caches first runs `sync` and drops the page cache on every node (as root, or
     through `sudo -n`): on unified memory (DGX Spark) a cache left by the last load makes
     the next start fail its free-memory check.
+    --locked first compares every node with SPEC.lock (see `spark-launch lock --help`) and
+    refuses, naming what moved (a file of the model, the vLLM build, the kernel), before
+    anything starts. Every start is recorded as a receipt (`spark-launch runs`).
 
     \b
     Examples:
@@ -69,6 +76,7 @@ def up(
       spark-launch up cluster.yaml --dry-run
       spark-launch up cluster.yaml --replace --timeout 1800
       spark-launch up cluster.yaml --drop-caches
+      spark-launch up cluster.yaml --locked
       spark-launch up cluster.yaml --skip-check    # not recommended
     """
     from launcher.commands.up import UpOptions
@@ -82,6 +90,11 @@ def up(
         planned, plan = plan_file(spec)  # offline, as `plan` (what `plan --from-head` read is kept)
         click.echo(dry_run_text(plan, dry_run_calls(planned, plan)))
         return ExitStatus.OK
+    lock = None
+    if locked:
+        from launcher.commands.lockfile import read_lock
+
+        lock = read_lock(spec)
     with open_cluster(spec, ssh_config) as cluster:
         values = secret_values(cluster.spec.secrets)
         result = start(
@@ -95,6 +108,7 @@ def up(
                 probe=not no_probe,
                 fresh=fresh,
                 drop_caches=drop_caches,
+                locked=lock,
             ),
             Printer(),
         )

@@ -13,6 +13,7 @@ from launcher.cli import (
     export_commands,
     init_commands,
     keep_commands,
+    receipt_commands,
     spec_commands,
     sync_commands,
 )
@@ -45,6 +46,10 @@ def cli() -> None:
       spark-launch supervise cluster.yaml   # keep it serving: restart the whole cluster on a death or wedge
       spark-launch export systemd cluster.yaml --install   # supervise at boot (systemd)
       spark-launch diagnose cluster.yaml -o bundle.tar.gz  # everything a bug report needs, secrets out
+      spark-launch runs cluster.yaml        # every start's receipt: inputs, outcome, evidence
+      spark-launch diff cluster.yaml        # what changed between the last two runs (or `now`)
+      spark-launch lock cluster.yaml        # write cluster.yaml.lock; `up --locked` refuses drift
+      spark-launch plan cluster.yaml --compare-release 0.33.0  # what an upgrade would change
       spark-launch schema > spec.schema.json  # the spec's JSON Schema, for your editor
 
     \b
@@ -69,6 +74,9 @@ for command in (
     keep_commands.supervise,
     export_commands.export,
     keep_commands.diagnose,
+    receipt_commands.runs,
+    receipt_commands.diff,
+    receipt_commands.lock,
 ):
     cli.add_command(command)
 

@@ -15,12 +15,21 @@ from launcher.errors import ExitStatus
 @SPEC
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON for scripts.")
 @click.option(
+    "--compare-release",
+    "release",
+    metavar="VERSION",
+    default=None,
+    help="Preview moving to another supported vLLM release: what changes, per node.",
+)
+@click.option(
     "--from-head",
     is_flag=True,
     help="Read what this machine lacks (the model's config.json, a build's flag catalog) from the head node.",
 )
 @SSH_CONFIG
-def plan(spec: str, as_json: bool, from_head: bool, ssh_config: str | None) -> ExitStatus:
+def plan(
+    spec: str, as_json: bool, release: str | None, from_head: bool, ssh_config: str | None
+) -> ExitStatus:
     """Print what would run on every node, and why, without running anything.
 
     \b
@@ -35,14 +44,29 @@ def plan(spec: str, as_json: bool, from_head: bool, ssh_config: str | None) -> E
     its own vLLM), or write model.kind in the spec. check and up do the same by themselves.
 
     \b
+    --compare-release VERSION plans the spec for that release too (its own committed catalog
+    and the rules' version ranges) and says what would change: flags the spec or the plan
+    uses that VERSION removes or deprecates, derived settings that change (defaults the spec
+    leaves to the release, and values it sets whose pinning changes), each node's command
+    words, new notes, and what VERSION refuses. Nothing is asked of the nodes.
+
+    \b
     Examples:
       spark-launch plan configs/qwen3-next-2x-spark.yaml
       spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
       spark-launch plan cluster.yaml --from-head
+      spark-launch plan configs/qwen3-next-2x-spark-v032.yaml --compare-release 0.33.0
     """
     from launcher.core.views import plan_json, plan_text
     from launcher.load import plan_file
 
+    if release is not None:
+        from launcher.core.receipts.release import comparison_text
+        from launcher.load import compare_file
+
+        comparison = compare_file(spec, release)
+        click.echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
+        return ExitStatus.OK
     if from_head:
         with open_cluster(spec, ssh_config) as cluster:
             result = cluster.plan

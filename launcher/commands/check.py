@@ -15,6 +15,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from launcher.commands.inputs import gather
 from launcher.core import remote
 from launcher.core.checks import (
     Report,
@@ -30,10 +31,7 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
-from launcher.core.checks.model import weight_bytes
-from launcher.core.render import container_name
 from launcher.core.reports import check_text
-from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
@@ -84,25 +82,7 @@ def _check(
     cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
-
-    def ask(name: str) -> dict[str, Any]:
-        node = next(n for n in spec.nodes if n.name == name)
-        request = {
-            "venv": spec.vllm.venv,
-            "image": spec.vllm.image,
-            "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
-            "interface": node.interface,
-            "address": node.address,
-            "ports": ports if name == cluster.head.name else [],
-        }
-        agent = cluster.agents[name]
-        found = agent.facts(request)
-        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
-        found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
-        return found
-
-    answers = fan_out(cluster.names, ask)
+    answers = gather(cluster)
     reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
     rows = [
@@ -127,7 +107,7 @@ def _check(
             rows.append(image_release_row(spec, resolved))
         catalog = cluster.sources.catalog if cluster.sources else catalog_for(spec)
         rows += probe_rows(plan, catalog, resolved)
-    return Report(tuple(cluster.names), tuple(rows))
+    return Report(tuple(cluster.names), tuple(rows), facts)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:

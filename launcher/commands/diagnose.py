@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.commands.check import run_check
+from launcher.commands.receipts import bundle_files
 from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.core import remote
@@ -48,6 +49,7 @@ def collect(
     files: dict[str, str] = {
         "spec.yaml": Path(spec_path).read_text(errors="replace"),
         "launcher.json": json.dumps(_launcher(version), indent=2),
+        **bundle_files(cluster.name),  # the last runs' receipts, with any stacks captured
     }
     if isinstance(cluster, Cluster):
         files.update({"plan.txt": plan_text(cluster.plan), "plan.json": plan_json(cluster.plan)})

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from launcher.commands.evidence import capture
+from launcher.commands.receipts import add_evidence
 from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.commands.stopping import stop_reachable
@@ -90,6 +92,7 @@ def supervise(
             trouble = _start(cluster, secret_values, options, say, reporter) or watch(
                 cluster, options.interval, options.deadline, say, reporter, clock
             )
+            _keep_evidence(cluster, secret_values, trouble, say)
             delay = policy.delay(restarts, clock())
             if delay is None:
                 raise _give_up(cluster, options, say, trouble, len(policy.recent(restarts, clock())))
@@ -138,6 +141,16 @@ def _start(
         return Trouble(getattr(exc, "node", None), "start failed", first, exc.exit_status)
     say(None, "serving", result.message, f"watch it (the watchdog every {options.interval:.0f} s)")
     return None
+
+
+def _keep_evidence(cluster: Cluster, secret_values: dict[str, str], trouble: Trouble, say: Say) -> None:
+    """Before any rank is stopped: every rank's stacks and log tail, into the run's receipt."""
+    if trouble.what == "start failed":  # `up` kept its own evidence and stopped every rank
+        return
+    found = capture(cluster, f"{trouble.what}: {trouble.why}", secret_values)
+    kept = found.run_id is not None and add_evidence(cluster, found.run_id, found.entry)
+    receipt = f"the receipt of run {found.run_id}, and " if kept else ""
+    say(trouble.node, "captured", found.said(), f"kept in {receipt}{', '.join(found.files) or 'no file'}")
 
 
 def _stop(cluster: Cluster, options: SuperviseOptions, say: Say) -> None:

@@ -12,16 +12,22 @@ from typing import Any
 
 from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
+from launcher.commands.evidence import capture
 from launcher.commands.follow import Exited, Lost, Served, TimedOut, drain, follow
+from launcher.commands.inputs import gathered
+from launcher.commands.lockfile import refuse_drift
+from launcher.commands.receipts import Run, record_run
 from launcher.commands.reporter import Reporter
 from launcher.commands.serving import LOST_AFTER_SECONDS, complete
 from launcher.commands.stopping import stop_all, stop_reachable
+from launcher.core.checks import Report
+from launcher.core.receipts.lockfile import Lock
 from launcher.core.remote import node_job
 from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster, new_run_id
+from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
@@ -63,6 +69,7 @@ class UpOptions:
     fresh: bool = False
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
     drop_caches: bool = False  # sync and drop the page cache on every node before the check
+    locked: Lock | None = None  # refuse to start when a node differs from this lock file
 
 
 @dataclass(frozen=True)
@@ -102,24 +109,35 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
             stop_all(cluster, options.grace)
         if options.drop_caches:
             drop_caches(cluster, reporter)
-        _check_first(cluster, options, reporter)
-        return _start_and_wait(cluster, secret_values, options, reporter)
+        report = _check_first(cluster, options, reporter)
+        return record_run(
+            cluster,
+            report,
+            secret_values,
+            lambda run: _start_and_wait(cluster, secret_values, options, reporter, run),
+        )
 
 
-def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> None:
-    """Refuse to start nodes that are not alike (the whole point: fail before loading weights)."""
+def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Report | None:
+    """Refuse to start nodes that are not alike (the whole point: fail before loading weights),
+    or that differ from the lock file (--locked); the check's report, for the receipt."""
     if not options.check:
         reporter.info(
             "WARNING: --skip-check: starting without checking that the nodes are alike; a "
             "difference may only show after the weights load, or as a hang"
         )
-        return
+        if options.locked is not None:
+            refuse_drift(cluster, options.locked, gathered(cluster))
+        return None
     probing = " (each node's own vLLM resolving its command)" if options.probe else ""
     reporter.info(f"checking the nodes{probing}")
     report = run_check(cluster, probe=options.probe, fresh=options.fresh)
+    if options.locked is not None and not report.unreachable:  # the lock names what moved
+        refuse_drift(cluster, options.locked, report.facts)
     if not report.ok:
         raise NodesDisagree(report)
     reporter.info(check_summary(report))
+    return report
 
 
 def _running(cluster: Cluster) -> dict[str, dict[str, Any]]:
@@ -136,9 +154,9 @@ def _raise_first(results: dict[str, Any]) -> None:
 
 
 def _start_and_wait(
-    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter
+    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter, run: Run
 ) -> UpResult:
-    run_id = new_run_id()
+    run_id = run.run_id
     began = time.monotonic()
     reporter.info(
         f"starting {cluster.spec.name} (plan {cluster.plan.digest}, run {run_id}) "
@@ -166,7 +184,7 @@ def _start_and_wait(
                 None,
                 f"started {cluster.spec.name} (not waiting: see `spark-launch status`)",
             )
-        model = _wait(cluster, options, reporter, began)
+        model = _wait(cluster, options, reporter, began, run)
     except KeyboardInterrupt:
         reporter.info("interrupted: stopping what was started")
         raise Interrupted(f"interrupted; {_stop_what_answers(cluster, options)}") from None
@@ -193,7 +211,7 @@ def _url(cluster: Cluster) -> str:
     return f"http://{cluster.head.address}:{cluster.plan.api_port}/v1"
 
 
-def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float) -> str | None:
+def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float, run: Run) -> str | None:
     """Follow every rank until the head serves; on any other outcome stop every node and say why."""
     watches = {n.name: NodeWatch(n.name, n.rank) for n in cluster.plan.nodes}
     outcome = follow(cluster, watches, reporter, options.timeout, options.lost_after)
@@ -203,7 +221,7 @@ def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float
             _first_completion(cluster, model, options, reporter, began)
         return model
     if isinstance(outcome, Exited):
-        _fail(cluster, watches, outcome, options, reporter)
+        _fail(cluster, watches, outcome, options, reporter, run)
     left = _stop_what_answers(cluster, options)
     if isinstance(outcome, Lost):
         raise NodeError(
@@ -247,12 +265,19 @@ def _served_model(cluster: Cluster) -> str | None:
 
 
 def _fail(
-    cluster: Cluster, watches: dict[str, NodeWatch], exited: Exited, options: UpOptions, reporter: Reporter
+    cluster: Cluster,
+    watches: dict[str, NodeWatch],
+    exited: Exited,
+    options: UpOptions,
+    reporter: Reporter,
+    run: Run,
 ) -> None:
-    """A rank exited: say so at once, stop everything, then say which, how, and (when known) why."""
+    """A rank exited: say so at once, keep the evidence, stop everything, then say which, how and
+    (when known) why."""
     watch = watches[exited.node]
     what = f"{exited.node} (rank {watch.rank}) exited with status {exited.code} after {exited.seconds:.0f} s"
-    reporter.info(f"{what}, at '{watch.stage_name}': stopping every node")
+    reporter.info(f"{what}, at '{watch.stage_name}': capturing every rank's stacks, then stopping every node")
+    run.add(capture(cluster, what, run.secrets, run.run_id).entry)
     left = _stop_what_answers(cluster, options)
     drain(cluster, watches)
     found: Diagnosis | None = diagnose(watch.text, exited.code)

@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import (
+    RUN_ROOT,
     NodeCommand,
     container_label,
     container_name,
@@ -149,6 +150,28 @@ def drop_caches_call(directory: str) -> Call:
 def gather_call(directory: str, request: dict[str, Any]) -> Call:
     """What a bug report needs from the node (logs, GPU, network, kernel, versions), secrets replaced."""
     return script("gather", directory, json.dumps(request), timeout=120)
+
+
+def stacks_call(directory: str, request: dict[str, Any]) -> Call:
+    """Every Python process of ours on the node: its stacks (py-spy) and the log's tail, kept there."""
+    return script("stacks", directory, json.dumps(request), timeout=120)
+
+
+def receipts_dir(cluster: str) -> str:
+    """Where the head keeps the cluster's receipts: beside the nodes' run directories."""
+    return f"{RUN_ROOT}/{cluster}/runs"
+
+
+def save_receipt_call(cluster: str, run_id: str, text: str) -> Call:
+    """Write one run's receipt on the head (mode 0600, replaced whole)."""
+    where = shlex.quote(receipts_dir(cluster))
+    name = shlex.quote(f"{receipts_dir(cluster)}/{run_id}.json")
+    return Call(
+        f"umask 077 && mkdir -p {where} && cat > {name}.tmp && mv {name}.tmp {name}",
+        data=text,
+        timeout=30,
+        about="the run's receipt, beside the run directories",
+    )
 
 
 def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> Call:

@@ -205,3 +205,29 @@ def test_a_changed_host_key_is_refused(testbed_clean: None, tmp_path: Path) -> N
     wrong.write_text("".join(f"10.99.0.{i} {other[0]} {other[1]}\n" for i in (1, 2)))
     done = cli("status", DEMO, "--ssh-config", bed_ssh_config(tmp_path, wrong), timeout=120)
     assert "host key of root@10.99.0.1:22 has CHANGED: refusing to connect" in done.stdout + done.stderr
+
+
+def test_up_locked_refuses_a_model_file_changed_on_node2_naming_it(
+    testbed_clean: None, tmp_path: Path
+) -> None:
+    """`lock` writes down what both nodes hold; one shard then changes on node2 (same size, one
+    byte): `up --locked` names that file and starts nothing. node2 sees the original again after."""
+    spec = spec_file(tmp_path)
+    done = cli("lock", spec)
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "demo.yaml.lock").read_text()
+    shard = sorted((BED / "model").glob("*.safetensors"))[0]
+    for line in ("[node1]", "[node2]", f"model.file {shard.name} = ", "vllm.build = ", "host.kernel = "):
+        assert line in text, text
+    assert cli("lock", spec).returncode == 0 and (tmp_path / "demo.yaml.lock").read_text() == text  # stable
+    changed = tmp_path / shard.name
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    changed.write_bytes(bytes(data))
+    with on_node2(changed, shard):
+        up = cli("up", spec, "--locked", "--no-probe", timeout=600)
+    assert up.returncode == 3, up.stderr
+    assert "the nodes differ from" in up.stderr and "nothing was started" in up.stderr
+    assert f"node2: model file {shard.name}: " in up.stderr and "node1:" not in up.stderr
+    assert marked_processes() == []
+    assert "no runs of demo recorded" in cli("runs", spec).stdout  # no start, so no receipt

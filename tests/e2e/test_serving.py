@@ -27,8 +27,9 @@ RUN_ROOT = Path.home() / ".spark-launch" / "demo"
 @pytest.fixture(scope="module")
 def served(testbed: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """`spark-launch up` of the demo (with a planted secret), for the whole module."""
-    spec = spec_file(tmp_path_factory.mktemp("serving"), secrets=["SPARK_DEMO_TOKEN"])
-    env = {"SPARK_DEMO_TOKEN": SECRET}
+    folder = tmp_path_factory.mktemp("serving")
+    spec = spec_file(folder, secrets=["SPARK_DEMO_TOKEN"])
+    env = {"SPARK_DEMO_TOKEN": SECRET, "XDG_STATE_HOME": str(folder / "state")}  # the module's receipts
     cli("down", spec, "--grace", "5")
     began = time.monotonic()
     done = cli("up", spec, "--json", env=env, timeout=900)
@@ -206,7 +207,7 @@ def test_diagnose_bundles_everything_and_no_secret(served: dict[str, Any], tmp_p
 
 
 def test_up_replace_restarts_with_the_new_plan(served: dict[str, Any], tmp_path: Path) -> None:
-    other = spec_file(tmp_path, serve={"max_model_len": 448}, secrets=["SPARK_DEMO_TOKEN"])
+    other = spec_file(tmp_path, env={"VLLM_LOGGING_LEVEL": "INFO"}, secrets=["SPARK_DEMO_TOKEN"])
     before = json.loads(cli("status", served["spec"], "--json").stdout)
     done = cli("up", other, "--replace", "--no-probe", env=served["env"], timeout=900)
     assert done.returncode == 0, done.stderr
@@ -214,6 +215,37 @@ def test_up_replace_restarts_with_the_new_plan(served: dict[str, Any], tmp_path:
     after = json.loads(cli("status", other, "--json").stdout)
     assert after["state"] == "running" and after["plan"] != before["plan"]
     assert {n["run_id"] for n in after["nodes"]} != {n["run_id"] for n in before["nodes"]}
+    served["replaced"] = other
+
+
+def test_runs_lists_both_runs_and_diff_names_the_one_variable(served: dict[str, Any]) -> None:
+    """The module's two starts (its `up`, then `up --replace` with one variable more) each left
+    a receipt, here and on the head; `diff` names that variable and nothing else of the nodes."""
+    done = cli("runs", served["spec"], "--json", env=served["env"])
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert [(r["outcome"], r["checked"]) for r in found] == [("served", True), ("served", True)]
+    assert found[0]["run_id"] == served["result"]["run_id"]
+    kept = Path(served["env"]["XDG_STATE_HOME"]) / "spark-launch" / "demo" / "runs"
+    receipt = json.loads((kept / f"{found[1]['run_id']}.json").read_text())
+    node2 = receipt["nodes"]["node2"]
+    assert node2["vllm"]["release"] == "0.32.0+cpu" and node2["vllm"]["build"]
+    assert node2["models"]["model"]["files"] and node2["host"]["kernel"]
+    assert node2["env"]["SPARK_DEMO_TOKEN"] == "(secret)" and receipt["check"]
+    assert {p.name for p in (RUN_ROOT / "runs").glob("*.json")} >= {f"{r['run_id']}.json" for r in found}
+    for path in [*kept.rglob("*.json"), *(RUN_ROOT / "runs").glob("*.json")]:
+        assert SECRET not in path.read_text()
+    done = cli("diff", served["spec"], "--json", env=served["env"])
+    assert done.returncode == 1, done.stderr  # something differs
+    changes = json.loads(done.stdout)["changes"]
+    name = "VLLM_LOGGING_LEVEL"
+    assert {(c["node"], c["area"], c["item"]) for c in changes} == {
+        (None, "plan", "digest"), ("node1", "env", name), ("node2", "env", name)
+    }  # fmt: skip
+    text = cli("diff", served["spec"], env=served["env"]).stdout
+    assert "every node   env    VLLM_LOGGING_LEVEL: (none) -> sha256:" in text
+    now = cli("diff", served["replaced"], "now", env=served["env"])
+    assert now.returncode == 0 and "no differences" in now.stdout, now.stdout + now.stderr
 
 
 def test_down_stops_ours_only_and_is_safe_twice(served: dict[str, Any]) -> None:

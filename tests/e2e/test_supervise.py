@@ -48,7 +48,7 @@ def rank_group(cluster: str, node: str) -> int:
 
 
 def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
-    clean_demo: None, tmp_path: Path
+    clean_demo: None, tmp_path: Path, state_home: Path
 ) -> None:
     log = tmp_path / "events.jsonl"
     proc = start_cli(
@@ -82,6 +82,7 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
         assert status["serving"]["state"] == "wedged", status
         wedged = wait_event(log, "wedged", second, proc, 120)
         caught = time.monotonic() - frozen
+        frozen_run = json.loads(cli("status", DEMO, "--json", "--no-watchdog").stdout)["nodes"][1]["run_id"]
         wait_event(log, "serving", wedged, proc, 600)
         again = time.monotonic() - frozen
         print(
@@ -99,16 +100,35 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
     assert whats == [
         "supervising",
         "serving",
+        "captured",
         "rank exited",
         "serving",
+        "captured",
         "wedged",
         "serving",
         "stopping",
         "stopped",
     ]
-    assert events(log)[2]["node"] == "node2" and events(log)[4]["node"] == "node1"
+    assert events(log)[3]["node"] == "node2" and events(log)[6]["node"] == "node1"
+    _the_frozen_ranks_stacks_are_in_its_receipt(events(log)[5], state_home, frozen_run)
     assert all(set(e) == {"time", "cluster", "node", "what", "why", "action"} for e in events(log))
     assert marked_processes() == []
+
+
+def _the_frozen_ranks_stacks_are_in_its_receipt(captured: dict[str, Any], state: Path, run_id: str) -> None:
+    """Taken before the stop: node2's frozen processes, read by py-spy without pausing them."""
+    assert f"the receipt of run {run_id}" in captured["action"] and "node2-stacks.txt" in captured["action"]
+    receipt = json.loads((state / "spark-launch" / "demo" / "runs" / f"{run_id}.json").read_text())
+    (evidence,) = receipt["evidence"]
+    assert evidence["why"].startswith("wedged: ")
+    node2 = evidence["nodes"]["node2"]
+    assert node2["py_spy"] and node2["processes"] and all(p["ok"] for p in node2["processes"]), node2
+    assert not any(p["paused"] for p in node2["processes"])  # a frozen process cannot be paused
+    assert "Thread " in node2["texts"]["stacks.txt"] and "vllm" in node2["texts"]["stacks.txt"]
+    assert node2["texts"]["log-tail.txt"].strip()
+    assert all(Path(f).is_file() for f in node2["files"])
+    took = evidence["seconds"]
+    print(f"\nfrozen rank: {len(node2['processes'])} process(es) of node2 dumped; capture took {took:.1f} s")
 
 
 def test_a_restart_storm_gives_up_after_the_limit_and_leaves_nothing_running(

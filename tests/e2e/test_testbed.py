@@ -122,6 +122,7 @@ def test_description_names_nodes_model_and_vllm(bed: dict[str, Any]) -> None:
     assert (Path(bed["model"]) / "config.json").is_file()
     assert (Path(bed["model"]) / "tokenizer.json").is_file()
     assert os.access(bed["vllm"], os.X_OK)
+    assert os.access(bed["py_spy"], os.X_OK)  # for the stacks of a failing rank
 
 
 @pytest.mark.parametrize("alias", sorted(NODES))

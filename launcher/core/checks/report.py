@@ -34,6 +34,9 @@ class Report:
 
     nodes: tuple[str, ...]
     rows: tuple[Row, ...] = field(default_factory=tuple)
+    facts: Mapping[str, dict[str, Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # as reported
 
     @property
     def ok(self) -> bool:

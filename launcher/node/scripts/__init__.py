@@ -38,6 +38,7 @@ NAMES = (
     "image",
     "drop",
     "gather",
+    "stacks",
     "planning",
     "catalog",
 )

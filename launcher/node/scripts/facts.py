@@ -20,6 +20,7 @@ from launcher.node.scripts.common import (  # inlined when sent
 from launcher.node.scripts.inputs import engine_env  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint, vllm_distribution  # inlined when sent
 from launcher.node.scripts.memory import memory_facts  # inlined when sent
+from launcher.node.scripts.stacks import tool_facts  # inlined when sent
 
 
 def site_packages(venv: str) -> str | None:
@@ -98,9 +99,19 @@ def network_facts(interface: str, address: str, ports: list[int]) -> dict[str, A
     }
 
 
+def os_name() -> str | None:
+    """The OS as /etc/os-release names it (PRETTY_NAME)."""
+    for line in (read_text("/etc/os-release") or "").splitlines():
+        if line.startswith("PRETTY_NAME="):
+            return line.split("=", 1)[1].strip().strip('"')
+    return None
+
+
 def host_facts() -> dict[str, Any]:
-    """GPU (nvidia-smi when present) and memory, as reported here."""
-    facts: dict[str, Any] = {"gpus": None}
+    """Kernel, OS, GPU (nvidia-smi when present) and memory, as reported here."""
+    import platform
+
+    facts: dict[str, Any] = {"gpus": None, "kernel": platform.release(), "os": os_name()}
     meminfo = read_text("/proc/meminfo") or ""
     for line in meminfo.splitlines():
         if line.startswith(("MemTotal:", "MemAvailable:")):
@@ -135,6 +146,7 @@ def facts(directory: str, request: str) -> None:
         env=env_facts(),
         network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
         host=host_facts(),
+        tools=tool_facts(ask.get("venv")),
         memory=memory_facts(ask.get("model")),
     )
 

@@ -100,10 +100,22 @@ def logs(directory: str, lines: int, runs: int = 2) -> dict[str, str]:
     return {f"logs/{name}": tail_of(os.path.join(folder, name), lines) for name in names[-runs:]}
 
 
+def evidence(directory: str, last: int = 2) -> dict[str, str]:
+    """The stacks and log tails captured here at the last failures (`stacks`), newest last."""
+    folder = os.path.join(directory, "evidence")
+    names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    files = {}
+    for name in names[-last:]:
+        for file in sorted(os.listdir(os.path.join(folder, name))):
+            files[f"evidence/{name}/{file}"] = read_text(os.path.join(folder, name, file)) or ""
+    return files
+
+
 def gather(directory: str, request: dict[str, Any]) -> None:
     """Everything, secrets replaced, as one JSON answer of file name -> text."""
     files = {name: run(argv, TAIL.get(name)) for name, argv in COMMANDS.items()}
     files.update(logs(directory, int(request.get("lines", 300))))
+    files.update(evidence(directory))
     files["state.json"] = json.dumps(read_json(state_path(directory)), indent=2) + "\n"
     files["versions.json"] = json.dumps(versions(request.get("venv")), indent=2) + "\n"
     files["meminfo.txt"] = read_text("/proc/meminfo") or ""

@@ -1,0 +1,50 @@
+"""What each node feeds its vLLM, gathered at once on every node: facts and model manifests.
+
+Shared by `check` (which compares them), `lock` (which writes them down), `diff ... now` and
+`up --locked` (which compare them with a lock or a run). One SSH call for the facts per node,
+one per model directory for its manifest (cached beside the model: seconds when unchanged).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from launcher.core.checks.model import weight_bytes
+from launcher.core.render import container_name
+from launcher.core.sync.manifest import model_dirs
+from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster
+from launcher.node.executor import fan_out
+
+
+def gather(cluster: Cluster) -> dict[str, dict[str, Any] | SparkLaunchError]:
+    """Every node's facts (vLLM install, engine env, network, host, memory) and manifests."""
+    spec, plan = cluster.spec, cluster.plan
+    ports = sorted({plan.api_port, plan.master_port})
+
+    def ask(name: str) -> dict[str, Any]:
+        node = next(n for n in spec.nodes if n.name == name)
+        request = {
+            "venv": spec.vllm.venv,
+            "image": spec.vllm.image,
+            "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
+            "interface": node.interface,
+            "address": node.address,
+            "ports": ports if name == cluster.head.name else [],
+        }
+        agent = cluster.agents[name]
+        found = agent.facts(request)
+        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
+        found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
+        return found
+
+    return fan_out(cluster.names, ask)
+
+
+def gathered(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """Every node's facts; the first node's error when one cannot be asked."""
+    answers = gather(cluster)
+    for answer in answers.values():
+        if isinstance(answer, SparkLaunchError):
+            raise answer
+    return {n: a for n, a in answers.items() if isinstance(a, dict)}
