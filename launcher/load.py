@@ -26,7 +26,7 @@ from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_docu
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
 from launcher.core.vllm.releases import Release, UnknownRules, release_for
-from launcher.errors import ExitStatus, Problem, SparkLaunchError, one_line
+from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
 
 
 class UnknownRelease(SparkLaunchError):
@@ -49,7 +49,7 @@ def read_document(path: str | Path) -> Document:
         with Path(path).open("rb") as f:
             data = f.read(MAX_BYTES + 1)  # no more: /dev/zero is a path too
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise SparkLaunchError(
+        raise InputError(
             f"cannot read spec {one_line(str(path))}: {getattr(exc, 'strerror', None) or exc}",
             "give the path of a deployment YAML, e.g. configs/demo.yaml",
         ) from None

@@ -32,6 +32,7 @@ from launcher.core.checks import (
     vllm_rows,
 )
 from launcher.core.reports import check_text
+from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
@@ -49,7 +50,12 @@ class NodesDisagree(SparkLaunchError):
 
     def __init__(self, report: Report) -> None:
         if report.unreachable:
-            super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+            names = [n for n, v in report.rows[0].values.items() if v != "yes"]
+            super().__init__(
+                f"cannot reach {len(names)} of {len(report.nodes)} node(s) ({', '.join(names)}): "
+                "nothing was compared",
+                "the ssh row says why, and how to fix each",
+            )
         elif {r.area for r in report.rows if r.failed} == {"memory"}:
             super().__init__(
                 "the plan does not fit the nodes' memory: nothing was started",
@@ -62,7 +68,11 @@ class NodesDisagree(SparkLaunchError):
 
     def render(self) -> str:
         """The table, then the verdict."""
-        return f"{check_text(self.report)}\n{super().render()}"
+        return self.render_on(None, False)
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The table fitted to the terminal (FAIL rows marked), then the verdict."""
+        return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
@@ -83,10 +93,11 @@ def _check(
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
     answers = gather(cluster)
-    reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
+    reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
+    hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
-        Row("ssh", "reachable", reached, ok, None if ok else "fix SSH to the node first (see the message)")
+        Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
     facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
     if len(facts) < len(answers):
@@ -148,7 +159,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
 
 def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     if isinstance(answer, SparkLaunchError):
-        return answer.message
+        return answer.reason
     return "yes" if answer.get("ok") else str(answer.get("error"))
 
 
@@ -173,4 +184,4 @@ def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
         }
 
     answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}
+    return {n: a if isinstance(a, dict) else {"error": a.reason} for n, a in answers.items()}

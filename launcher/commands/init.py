@@ -41,6 +41,7 @@ class InitResult:
     warnings: tuple[str, ...]
     facts: dict[str, dict[str, Any]]
     seconds: float
+    lacking_model: tuple[str, ...] = ()  # nodes `sync models` must copy the model to
 
 
 def init(executor: Executor, request: draft.InitRequest, filename: str, reporter: Reporter) -> InitResult:
@@ -58,7 +59,8 @@ def init(executor: Executor, request: draft.InitRequest, filename: str, reporter
     decisions, warnings = decide.decide(request, facts, found, try_links(by_name, found.found))
     catalog = _catalog(decisions.version.value)
     spec = spec_file.compose(decisions, catalog, decide.header(request, filename), filename)
-    return InitResult(spec, decisions.choice, tuple(warnings), facts, time.monotonic() - began)
+    lacking = draft.lacking_model(request, facts)
+    return InitResult(spec, decisions.choice, tuple(warnings), facts, time.monotonic() - began, lacking)
 
 
 def _catalog(version: str | None) -> Catalog | None:
@@ -120,7 +122,7 @@ def _try(by_name: dict[str, Agent], candidate: interconnect.Candidate) -> dict[s
 
     results = fan_out([w.node for w in workers], connect)
     reach = {
-        node: r.message if isinstance(r, SparkLaunchError) else "yes" if r.get("ok") else str(r.get("error"))
+        node: r.reason if isinstance(r, SparkLaunchError) else "yes" if r.get("ok") else str(r.get("error"))
         for node, r in results.items()
     }
     if all(v == "yes" for v in reach.values()):

@@ -17,13 +17,33 @@ from launcher.core.render import NodeCommand
 from launcher.core.spec.reach import Reach
 from launcher.core.spec.sections import Spec
 from launcher.core.vllm.models import Sources
-from launcher.errors import SparkLaunchError
+from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
 
 
 class ClusterBusy(SparkLaunchError):
     """Another spark-launch holds the cluster's lock."""
+
+
+class Unreachable(SparkLaunchError):
+    """Nodes that cannot be reached: every one named, with its reason and fix."""
+
+    exit_status = ExitStatus.UNREACHABLE
+
+    def __init__(self, errors: dict[str, SparkLaunchError], total: int, consequence: str) -> None:
+        super().__init__(
+            f"cannot reach {len(errors)} of {total} node(s) ({', '.join(errors)}): {consequence}"
+        )
+        self.errors = errors
+
+    def render(self) -> str:
+        """The verdict, then each node's reason and hint."""
+        lines = [self.message]
+        for name, error in self.errors.items():
+            lines.append(f"  {name}: {error.reason}")
+            lines += [f"    hint: {error.hint}"] if error.hint else []
+        return "\n".join(lines)
 
 
 class Reached:
@@ -44,11 +64,18 @@ class Reached:
         self.api_key = api_key  # VLLM_API_KEY's value when the spec lists it as a secret
         self.endpoint = endpoint  # the head's API (host as seen on the head, port), when known
         self.agents = {n.name: Agent(executor, reach.name, n.name) for n in reach.nodes}
+        # Nodes found unreachable when the command began (they are not tried again).
+        self.unreachable: dict[str, NodeError] = {}
 
     @property
     def name(self) -> str:
         """The cluster's name."""
         return self.reach.name
+
+    def require_all(self, consequence: str) -> None:
+        """Unreachable, naming every node that cannot be reached, unless all can."""
+        if self.unreachable:
+            raise Unreachable(dict(self.unreachable), len(self.names), consequence)
 
     @property
     def names(self) -> list[str]:
