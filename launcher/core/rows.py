@@ -41,7 +41,9 @@ def model_rows(
     """What the plan knows of the model; each known trait is a row the nodes' vLLM must confirm."""
     registry = f"vLLM {catalog.version}'s model registry"
     whence = f"{facts.source}, looked up in {registry}" if facts.kind else facts.source
-    source = "spec" if facts.source.startswith("model.hybrid in the spec") else "model"
+    source = (
+        "spec" if facts.source.startswith(("model.kind in the spec", "model.hybrid in the spec")) else "model"
+    )
     rows = [Derived("model", facts.text, None, whence, source)]
     traits = (
         ("is_hybrid", facts.hybrid, "mamba or linear-attention layers mixed with attention (IsHybrid)"),
