@@ -170,7 +170,8 @@ def test_model_kind_settles_what_an_unreadable_config_leaves_open(
     assert expected.items() <= rows(plan).items()
     assert ("mamba_cache_mode" in rows(plan)) == ("mamba_cache_mode" in expected)
     assert rows(plan)["model"].startswith(kind)
-    assert "model.kind in the spec" in next(d.reason for d in plan.derived if d.setting == "model")
+    row = next(d for d in plan.derived if d.setting == "model")
+    assert row.reason.startswith("model.kind in the spec") and row.source == "spec"
 
 
 def test_model_kind_pooling_still_needs_prefix_caching_written_out(tmp_path: Path) -> None:
