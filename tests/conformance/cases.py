@@ -266,7 +266,7 @@ REFUSALS: tuple[Refusal, ...] = (
         "unreadable",
         {"enable_chunked_prefill": True},
         "serve.enable_prefix_caching",
-        "must be set explicitly for this model",
+        "depends on the model's kind, which the plan cannot tell",
         (
             Check("dense", ON, strip=("enable_prefix_caching",), resolved={"enable_prefix_caching": True}),
             Check(
@@ -276,7 +276,16 @@ REFUSALS: tuple[Refusal, ...] = (
                 resolved={"enable_prefix_caching": False},
             ),
         ),
-        hint="cannot tell the model's kind",
+        hint="model.kind: decoder | hybrid | attention-free | pooling | encoder-decoder",
+    ),
+    Refusal(
+        "model-kind-contradicts-the-registry",
+        "hybrid",
+        {"model_kind": "decoder"},
+        "model.kind",
+        "is decoder, but vLLM",
+        (Check("hybrid", {}, resolved={"is_hybrid": True}),),
+        hint="write model.kind: hybrid",
     ),
     Refusal(
         "model-hybrid-contradicts-the-registry",
@@ -329,6 +338,8 @@ def spec_data(case: Case, version: str, venv: Path, models: dict[str, Path]) -> 
     extra = dict(case.serve)
     if "model_hybrid" in extra:
         data["model"]["hybrid"] = extra.pop("model_hybrid")
+    if "model_kind" in extra:
+        data["model"]["kind"] = extra.pop("model_kind")
     data["serve"] = {**serve, "max_model_len": 512, "enforce_eager": True, **extra}
     return data
 
