@@ -4,7 +4,7 @@ Offline (`plan`, `validate`, and the commands that only reach a running cluster)
 model's config.json where spark-launch runs, else the copy read from the head earlier
 (`launcher.cache`); a committed catalog, else one learned from the head earlier. The
 commands that plan for the nodes read what is missing from the head instead
-(`commands.planning`), with the same `plan_with`.
+(`commands.planning`: other `Inputs` for the same `fleet_of`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,17 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from launcher.cache import cached_model_files, learned_catalog
 from launcher.catalogs import known_versions, load_catalog
+from launcher.core.fleet import Fleet, build_fleet, port_problems
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.receipts.release import Comparison, compare_release
 from launcher.core.spec.checks import release_problem
-from launcher.core.spec.sections import Spec
-from launcher.core.spec.validate import validate_spec
+from launcher.core.spec.deployments import deployment_specs, relocate
+from launcher.core.spec.sections import Spec, SpecFile
+from launcher.core.spec.validate import validate_file
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
@@ -43,6 +45,28 @@ LEARN = (
 )
 
 
+class Inputs(Protocol):
+    """What a plan reads besides the spec: the build's flag catalog, each deployment's model files."""
+
+    def catalog(self, file: SpecFile, release: Release) -> Catalog:
+        """The catalog the file's vLLM plans with; PlanProblems when there is none."""
+
+    def files(self, spec: Spec) -> ModelFiles:
+        """The deployment's model files (config.json None when not known)."""
+
+
+class Offline:
+    """This machine's files and the operator's cache only: nothing is asked of a node."""
+
+    def catalog(self, file: SpecFile, release: Release) -> Catalog:
+        """Committed, else learned from the head earlier."""
+        return offline_catalog(file, release)
+
+    def files(self, spec: Spec) -> ModelFiles:
+        """Here, else as read from the head earlier."""
+        return offline_model_files(spec)
+
+
 def read_document(path: str | Path) -> Document:
     """Read a spec file as YAML; a SparkLaunchError when it cannot be read, a SpecError when bad."""
     try:
@@ -56,21 +80,7 @@ def read_document(path: str | Path) -> Document:
     return load_document(decode(data, str(path)), str(path))
 
 
-def read_spec(path: str | Path) -> tuple[Document, Spec]:
-    """Read and validate a spec file; a SpecError with every problem of the spec itself."""
-    document = read_document(path)
-    return document, validated(document)
-
-
-def validated(document: Document) -> Spec:
-    """The document's spec; a SpecError with every problem of the spec itself."""
-    spec, problems = validate_spec(document.data)
-    if problems or spec is None:
-        raise document.error(problems)
-    return spec
-
-
-def release_of(spec: Spec) -> Release:
+def release_of(spec: Spec | SpecFile) -> Release:
     """Whose rules and which committed catalog the spec's vLLM version gets; PlanProblems when none."""
     problems = [p for p in (release_problem(("vllm", "version"), spec.vllm.version),) if p]
     if spec.vllm.flags_from:
@@ -90,16 +100,19 @@ def _flags_from_problems(version: str) -> list[Problem]:
     if version in known_versions():
         return []
     known = ", ".join(known_versions())
-    return [Problem(("vllm", "flags_from"), f"vLLM {version} is not a supported release; known: {known}")]
+    hint = "remove it: a build's own flags are learned from its vLLM on the head"
+    return [
+        Problem(("vllm", "flags_from"), f"vLLM {version} is not a supported release; known: {known}", hint)
+    ]
 
 
-def committed_catalog(spec: Spec, release: Release) -> Catalog | None:
+def committed_catalog(spec: Spec | SpecFile, release: Release) -> Catalog | None:
     """The committed catalog the spec uses (vllm.flags_from, or its release's), or None."""
     version = spec.vllm.flags_from or release.catalog
     return load_catalog(version) if version else None
 
 
-def offline_catalog(spec: Spec, release: Release) -> Catalog:
+def offline_catalog(spec: Spec | SpecFile, release: Release) -> Catalog:
     """The committed catalog, else the newest learned for this version; PlanProblems when neither."""
     catalog = committed_catalog(spec, release)
     if catalog is not None:
@@ -112,7 +125,7 @@ def offline_catalog(spec: Spec, release: Release) -> Catalog:
     return learned[0]
 
 
-def catalog_for(spec: Spec) -> Catalog:
+def catalog_for(spec: Spec | SpecFile) -> Catalog:
     """The catalog an offline plan of `spec` uses; PlanProblems when there is none."""
     return offline_catalog(spec, release_of(spec))
 
@@ -174,28 +187,72 @@ def plan_with(spec: Spec, files: ModelFiles, catalog: Catalog, release: Release)
     return dataclasses.replace(plan, notes=(*notes, *plan.notes)) if notes else plan
 
 
-def plan_document(document: Document, spec: Spec) -> Plan:
-    """Plan a validated spec offline; its problems as the document's SpecError."""
+def read_file(path: str | Path) -> tuple[Document, SpecFile]:
+    """Read and validate a spec file; a SpecError with every problem of the file itself."""
+    document = read_document(path)
+    file, problems = validate_file(document.data)
+    if problems or file is None:
+        raise document.error(problems)
+    return document, file
+
+
+def plan_fleet(path: str | Path, inputs: Inputs | None = None) -> Fleet:
+    """Read a spec file and plan every deployment (offline unless `inputs` says otherwise);
+    every problem, of any stage, in one SpecError."""
+    return fleet_of(read_document(path), inputs)
+
+
+def fleet_of(document: Document, inputs: Inputs | None = None) -> Fleet:
+    """Plan every deployment of a loaded spec file; every problem in one SpecError."""
+    file, problems = validate_file(document.data)
+    fleet = None
+    if file is not None:
+        specs = deployment_specs(file)
+        plans = _plans(file, specs, problems, inputs or Offline())
+        if len(plans) == len(specs) and specs:
+            problems += port_problems(file, specs, plans)
+            fleet = build_fleet(file, specs, plans)
+    if problems or fleet is None:
+        raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
+    return fleet
+
+
+def _plans(
+    file: SpecFile, specs: tuple[Spec, ...], problems: list[Problem], inputs: Inputs
+) -> tuple[Plan, ...]:
+    """Each deployment's plan; what cannot be planned goes to `problems`, located in the file."""
     try:
-        release = release_of(spec)
-        return plan_with(spec, offline_model_files(spec), offline_catalog(spec, release), release)
+        release = release_of(file)
+        catalog = inputs.catalog(file, release)
     except PlanProblems as exc:
-        raise document.error(list(dict.fromkeys(exc.problems))) from None
+        problems += exc.problems
+        return ()
+    plans = []
+    for i, spec in enumerate(specs):
+        if not spec.nodes:  # none of its nodes is known: the spec checks said so, where it is written
+            continue
+        try:
+            plans.append(plan_with(spec, inputs.files(spec), catalog, release))
+        except PlanProblems as exc:
+            problems += [relocate(file, i, p) for p in exc.problems]
+    return tuple(plans)
+
+
+def only(fleet: Fleet, path: str | Path) -> tuple[Spec, Plan]:
+    """The one deployment of a fleet (a SparkLaunchError for several)."""
+    if fleet.multi:
+        raise SparkLaunchError(
+            f"{one_line(str(path))} holds {len(fleet.deployments)} deployments; this command takes a "
+            "spec of one",
+            "write a spec with one deployment (model: and serve: at the top) for it",
+        )
+    first = fleet.deployments[0]
+    return first.spec, first.plan
 
 
 def plan_file(path: str | Path) -> tuple[Spec, Plan]:
-    """Read a spec file and plan it offline; every problem, of any stage, in one SpecError."""
-    document = read_document(path)
-    spec, problems = validate_spec(document.data)
-    if spec is not None:
-        try:
-            release = release_of(spec)
-            plan = plan_with(spec, offline_model_files(spec), offline_catalog(spec, release), release)
-        except PlanProblems as exc:
-            problems += exc.problems
-    if problems or spec is None:
-        raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
-    return spec, plan
+    """Read a spec file of one deployment and plan it offline (a SparkLaunchError for several)."""
+    return only(plan_fleet(path), path)
 
 
 def compare_file(path: str | Path, version: str) -> Comparison:

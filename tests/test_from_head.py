@@ -19,7 +19,7 @@ import yaml
 
 from launcher.cache import learned_catalog, save_catalog
 from launcher.catalogs import CATALOG_DIR
-from launcher.commands.planning import plan_for_nodes
+from launcher.commands.planning import fleet_for_nodes
 from launcher.commands.reporter import Silent
 from launcher.core import remote
 from launcher.core.checks import planned_model_rows
@@ -28,7 +28,7 @@ from launcher.core.plan import Plan
 from launcher.core.spec.yamlsource import load_document
 from launcher.core.vllm.models import ModelFiles, Sources
 from launcher.errors import SpecError
-from launcher.load import plan_file, validated
+from launcher.load import plan_file
 from launcher.node.executor import LocalExecutor, NodeError
 from launcher.node.scripts import installed
 from launcher.node.scripts.installed import fingerprint
@@ -70,7 +70,9 @@ def for_nodes(tmp_path: Path, data: dict[str, Any], home: bool = True) -> tuple[
     document = load_document(yaml.safe_dump(data), str(tmp_path / "s.yaml"))
     if home:
         (tmp_path / "home").mkdir(exist_ok=True)
-    return plan_for_nodes(document, validated(document), LocalExecutor(tmp_path / "home"), Silent())
+    fleet, sources = fleet_for_nodes(document, LocalExecutor(tmp_path / "home"), Silent())
+    (only,) = fleet.deployments
+    return only.plan, sources[only.spec.name]
 
 
 def derived(plan: Plan) -> dict[str, Any]:
@@ -254,10 +256,10 @@ def test_no_hash_row_for_a_release_without_one_and_a_fail_for_a_node_without_it(
 
 
 def test_the_catalog_is_written_by_the_heads_own_vllm_python_or_inside_its_image() -> None:
-    venv = remote.catalog_call(spec_of(base_spec()))
+    venv = remote.catalog_call(spec_of(base_spec()).vllm, "t")
     assert (venv.command, venv.script) == ("/opt/vllm/bin/python -", "catalog")
     docker = edit(base_spec(), **{"vllm.runtime": "docker", "vllm.image": "vllm:v", "vllm.venv": None})
-    call = remote.catalog_call(spec_of(docker))
+    call = remote.catalog_call(spec_of(docker).vllm, "t")
     assert call.command == (
         "docker run --rm --interactive --pull=never --network=none "
         "--label=spark-launch.cluster=t --entrypoint python3 vllm:v -"

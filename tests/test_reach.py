@@ -125,4 +125,27 @@ def test_a_broken_spec_still_names_its_cluster_on_the_command_line(
     assert exit_code.value.code == 4  # unreachable, after the warning: never 2 for this spec
     err = capsys.readouterr().err
     assert err.startswith(f"warning: {path}:") and "vllm.version: vLLM 0.99.1 has no flag catalog here" in err
-    assert "the spec does not plan: working from what the nodes run" in err and "node n1:" in err
+    assert (
+        "the spec does not plan: working from what the nodes run" in err
+        and "cannot reach 2 of 2 node(s)" in err
+    )
+
+
+def test_each_deployment_of_a_file_that_does_not_plan_is_reached_by_its_name_and_nodes() -> None:
+    from launcher.core.spec.reach import deployment_reaches
+
+    data = edit(base_spec(), **{"vllm.version": "0.99.1", "model": None, "serve": None})
+    data["deployments"] = [
+        {"name": "big", "nodes": ["n2", "n1"], "model": {"path": "/m"}, "serve": {"tensor_paralel_size": 2}},
+        {"name": "small", "nodes": ["n2", "nowhere"], "model": {"path": "/d"}},
+        {"name": "lost", "nodes": ["nowhere"], "model": {"path": "/x"}},  # runs nowhere: left out
+    ]
+    found, multi, problems = deployment_reaches(data)
+    assert problems == [] and multi and found is not None
+    assert {n: (r.name, [x.name for x in r.nodes]) for n, r in found.items()} == {
+        "big": ("t/big", ["n2", "n1"]),
+        "small": ("t/small", ["n2"]),
+    }
+    assert deployment_reaches(edit(base_spec(), **{"vllm.version": "x"}))[0] == {
+        "t": reach_of(base_spec())[0]
+    }

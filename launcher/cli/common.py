@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import click
 
 from launcher.cli.progress import Printer
-from launcher.errors import SparkLaunchError, SpecError
+from launcher.errors import SparkLaunchError, SpecError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
-    from launcher.core.plan import Plan
-    from launcher.core.spec.sections import Spec
+    from launcher.commands.fleet import Deployments, Reachable
+    from launcher.core.fleet import Fleet
+    from launcher.core.spec.yamlsource import Document
     from launcher.core.terminal import Screen
     from launcher.node.cluster import Cluster, Reached
     from launcher.node.executor import NodeError
@@ -52,6 +53,18 @@ def connect_timeout() -> float | None:
 
 
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
+DEPLOYMENT = click.option(
+    "--deployment",
+    "deployment",
+    default=None,
+    metavar="NAME",
+    help="Only this deployment of the spec (default: every one, and the endpoint).",
+)
+
+
+def echo(text: str, err: bool = False, nl: bool = True) -> None:
+    """Print text that may hold what nodes said: control characters escaped, lines kept."""
+    click.echo(printable(text), err=err, nl=nl)
 
 
 def terminal(stream: TextIO | None = None) -> tuple[int | None, bool]:
@@ -73,108 +86,212 @@ def screen(stream: TextIO | None = None) -> Screen:
     return Screen(*terminal(stream))
 
 
-def _executor(
-    spec_path: str, ssh_config: str | None, spec_config: str | None, targets: dict[str, str]
-) -> SshExecutor:
-    """SSH onto the nodes (fabric is imported only here); a relative spec ssh_config is the spec's."""
-    from launcher.node.ssh import SshExecutor
-
-    config = ssh_config or spec_config
-    if config and not Path(config).expanduser().is_absolute() and not ssh_config:
-        config = str(Path(spec_path).parent / config)
-    return SshExecutor(targets, config, connect_timeout())
-
-
-def _reach(executor: SshExecutor, names: list[str], reach: bool) -> dict[str, NodeError]:
-    """Connect to every node at once first, saying so: each node that could not be reached (no
-    later call waits on one of them again)."""
+def _reach(
+    executor: SshExecutor, names: list[str], ssh_config: str | None, reach: bool
+) -> dict[str, NodeError]:
+    """Connect to every node at once first (`reach`), saying so: each node that could not be
+    reached (no later call waits on one of them again)."""
     if not reach:
         return {}
-    Printer().info(connecting(len(names), executor.ssh_config))
+    Printer().info(connecting(len(names), ssh_config))
     return executor.reach(names)
 
 
 @contextmanager
 def open_cluster(spec_path: str, ssh_config: str | None, reach: bool = True) -> Iterator[Cluster]:
-    """Plan the spec for its nodes and open SSH onto them, closed after (`reach`: connect to
-    every node at once first).
+    """Plan the spec (one deployment) for its nodes and open SSH onto them, closed after.
 
-    What this machine cannot read for the plan (the model's config.json, a build's flag
-    catalog) is read from the head over the same SSH connection (commands.planning).
+    `reach`: connect to every node at once first, saying so (`Cluster.unreachable` then names
+    each node that could not be reached, and no later call waits on one of them again). What
+    this machine cannot read for the plan (the model's config.json, a build's flag catalog)
+    is read from the head over the same connection (commands.planning).
     """
-    from launcher.commands.planning import plan_for_nodes
-    from launcher.load import read_spec
-    from launcher.node.cluster import Cluster, Unreachable
-    from launcher.node.executor import NodeError
+    from launcher.load import only
 
-    document, spec = read_spec(spec_path)
-    executor = _executor(spec_path, ssh_config, spec.ssh_config, {n.name: n.ssh for n in spec.nodes})
-    try:
-        unreachable = _reach(executor, [n.name for n in spec.nodes], reach)
-        try:
-            plan, sources = plan_for_nodes(document, spec, executor, Printer())
-        except NodeError as exc:  # the plan needed the head: name every node that cannot be reached
-            if not unreachable:
-                raise
-            raise Unreachable(dict(unreachable), len(spec.nodes), f"the plan needs {exc.node}") from None
-        cluster = Cluster(spec, plan, executor, _api_key(spec.secrets), sources)
-        cluster.unreachable = unreachable
-        yield cluster
-    finally:
-        executor.close()
-
-
-def planned_spec(spec_path: str, ssh_config: str | None) -> tuple[Spec, Plan]:
-    """The spec and its plan: offline where it plans so, else for its nodes (what this machine
-    lacks read from the head)."""
-    from launcher.load import lacking_here, plan_file, read_spec
-
-    try:
-        return plan_file(spec_path)
-    except SpecError:
-        if not lacking_here(read_spec(spec_path)[1]):  # the head would not change the answer
-            raise
-    with open_cluster(spec_path, ssh_config, reach=False) as cluster:
-        return cluster.spec, cluster.plan
+    with open_deployments(spec_path, ssh_config, None, reach) as chosen:
+        only(chosen.fleet, spec_path)  # one deployment only
+        yield next(iter(chosen.clusters.values()))
 
 
 @contextmanager
-def reach_cluster(
-    spec_path: str, ssh_config: str | None, reach: bool = True
-) -> Iterator[tuple[Reached, SpecError | None]]:
-    """The cluster as far as the spec allows, and SSH onto its nodes, closed after (down, status,
-    logs, diagnose): planned offline when the spec plans; else only its name and nodes, with
-    the spec's problems printed as a warning (and handed back). Only a spec whose name or
-    nodes cannot be read is refused."""
-    from launcher.core.spec.reach import reach_of
-    from launcher.load import plan_document, read_document, validated
-    from launcher.node.cluster import Cluster, Reached
+def open_deployments(
+    spec_path: str,
+    ssh_config: str | None,
+    deployment: str | None,
+    reach: bool = True,
+) -> Iterator[Deployments]:
+    """Plan every deployment of the spec for its nodes and open SSH onto all of them, closed after.
 
-    document = read_document(spec_path)
-    cluster: Reached
+    `reach`: connect to every node at once first, saying so; each deployment's Cluster then
+    names its nodes that could not be reached (`Cluster.unreachable`). What this machine
+    cannot read for a plan comes from the head (commands.planning).
+    """
+    from launcher.commands.endpoint import Endpoint
+    from launcher.commands.fleet import Deployments
+    from launcher.commands.planning import fleet_for_nodes
+    from launcher.load import read_file
+    from launcher.node.cluster import Cluster
+    from launcher.node.executor import NodeError
+
+    document, file = read_file(spec_path)
+    nodes = {n.name: n.ssh for n in file.nodes}
+    config = _ssh_config(spec_path, ssh_config, file.ssh_config)
+    executor = _executor(nodes, config)
+    api_key = _api_key(file.secrets)
     try:
-        spec = validated(document)
-        plan = plan_document(document, spec)
-        executor = _executor(spec_path, ssh_config, spec.ssh_config, {n.name: n.ssh for n in spec.nodes})
-        cluster, problems = Cluster(spec, plan, executor, _api_key(spec.secrets)), None
-    except SpecError as exc:
-        found, broken = reach_of(document.data)
-        if found is None:
-            raise document.error(broken) from None
-        warning = f"warning: {exc.render()}\n  the spec does not plan: working from what the nodes run"
-        click.echo(warning, err=True)
-        executor = _executor(spec_path, ssh_config, found.ssh_config, {n.name: n.ssh for n in found.nodes})
-        cluster, problems = Reached(found, executor, _api_key(found.secrets)), exc
-    try:
-        cluster.unreachable = _reach(executor, cluster.names, reach)
-        yield cluster, problems
+        unreachable = _reach(executor, list(nodes), config, reach)
+        try:
+            fleet, sources = fleet_for_nodes(document, executor, Printer())
+        except NodeError as exc:  # a head the plan needs cannot be reached: plan without it, if it can
+            if not unreachable:
+                raise
+            fleet, sources = _without_heads(document, unreachable, exc.node), {}
+        chosen = fleet.select(deployment)
+        clusters = {
+            d.name: Cluster(d.spec, d.plan, executor, api_key, sources.get(d.spec.name)) for d in chosen
+        }
+        for cluster in clusters.values():
+            cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
+        endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
+        yield Deployments(fleet, clusters, endpoint, deployment is None)
     finally:
         executor.close()
+
+
+@contextmanager
+def reach_deployments(
+    spec_path: str, ssh_config: str | None, deployment: str | None, reach: bool = True
+) -> Iterator[Reachable]:
+    """Every chosen deployment as far as the spec allows, and SSH onto its nodes, closed after
+    (down, status, logs): planned offline when the spec plans; else only each deployment's
+    name and nodes, the spec's problems printed as a warning (what runs is what the nodes'
+    state says). Only a spec whose name or nodes cannot be read is refused."""
+    from launcher.load import fleet_of, read_document
+
+    document = read_document(spec_path)
+    try:
+        fleet = fleet_of(document)
+    except SpecError as exc:
+        chosen, config = _unplanned(document, exc, spec_path, ssh_config, deployment)
+    else:
+        chosen, config = _planned(fleet, spec_path, ssh_config, deployment)
+    executor = next(iter(chosen.clusters.values())).executor
+    try:
+        unreachable = _reach(executor, _all_nodes(chosen), config, reach)  # type: ignore[arg-type]
+        for cluster in chosen.clusters.values():
+            cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
+        yield chosen
+    finally:
+        executor.close()
+
+
+def _all_nodes(chosen: Reachable) -> list[str]:
+    return list(dict.fromkeys(n for c in chosen.clusters.values() for n in c.names))
+
+
+def _planned(
+    fleet: Fleet, spec_path: str, ssh_config: str | None, deployment: str | None
+) -> tuple[Reachable, str | None]:
+    from launcher.commands.endpoint import Endpoint
+    from launcher.commands.fleet import Deployments
+    from launcher.node.cluster import Cluster
+
+    picked = fleet.select(deployment)
+    first = fleet.deployments[0].spec
+    config = _ssh_config(spec_path, ssh_config, first.ssh_config)
+    nodes = {n.name: n.ssh for d in fleet.deployments for n in d.spec.nodes}
+    if fleet.endpoint is not None:
+        nodes[fleet.endpoint.node.name] = fleet.endpoint.node.ssh
+    executor, api_key = _executor(nodes, config), _api_key(first.secrets)
+    clusters = {d.name: Cluster(d.spec, d.plan, executor, api_key) for d in picked}
+    endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
+    return Deployments(fleet, clusters, endpoint, deployment is None), config
+
+
+def _unplanned(
+    document: Document, exc: SpecError, spec_path: str, ssh_config: str | None, deployment: str | None
+) -> tuple[Reachable, str | None]:
+    from launcher.commands.fleet import Unplanned
+    from launcher.core.spec.reach import deployment_reaches
+    from launcher.node.cluster import Reached
+
+    found, multi, broken = deployment_reaches(document.data)
+    if found is None:
+        raise document.error(broken) from None
+    echo(f"warning: {exc.render()}\n  the spec does not plan: working from what the nodes run", err=True)
+    if deployment is not None and deployment not in found:
+        raise SparkLaunchError(
+            f"no deployment named {deployment!r}", f"deployments: {', '.join(found)}"
+        ) from None
+    first = next(iter(found.values()))
+    picked = {deployment: found[deployment]} if deployment else found
+    config = _ssh_config(spec_path, ssh_config, first.ssh_config)
+    executor = _executor({n.name: n.ssh for r in found.values() for n in r.nodes}, config)
+    reached = {n: Reached(r, executor, _api_key(r.secrets)) for n, r in picked.items()}
+    return Unplanned(first.name.split("/")[0], multi, dict(reached), deployment is None, exc), config
+
+
+@contextmanager
+def reach_cluster(spec_path: str, ssh_config: str | None) -> Iterator[tuple[Reached, SpecError | None]]:
+    """One deployment's cluster as far as the spec allows (diagnose): planned offline, else its
+    name and nodes only, with the spec's problems (printed as a warning, and handed back)."""
+    from launcher.commands.fleet import Unplanned
+
+    with reach_deployments(spec_path, ssh_config, None) as chosen:
+        if len(chosen.clusters) != 1:
+            raise SparkLaunchError(f"{spec_path} holds several deployments", "this command takes one")
+        problems = chosen.problems if isinstance(chosen, Unplanned) else None
+        yield next(iter(chosen.clusters.values())), problems
+
+
+def planned_fleet(spec_path: str, ssh_config: str | None) -> Fleet:
+    """Every deployment planned: offline where the spec plans so, else for its nodes (what this
+    machine lacks read from the head)."""
+    from launcher.core.spec.deployments import deployment_specs
+    from launcher.load import lacking_here, plan_fleet, read_file
+
+    try:
+        return plan_fleet(spec_path)
+    except SpecError:
+        specs = deployment_specs(read_file(spec_path)[1])
+        if not any(lacking_here(s) for s in specs if s.nodes):  # the head would not change the answer
+            raise
+    with open_deployments(spec_path, ssh_config, None, reach=False) as chosen:
+        return chosen.fleet
+
+
+def _without_heads(document: Document, unreachable: dict[str, NodeError], head: str) -> Fleet:
+    """The offline plan, where a head that cannot be reached was to fill in what it lacks (the
+    command then names the nodes it cannot reach, as it would); Unreachable when none plans."""
+    from launcher.load import fleet_of
+    from launcher.node.cluster import Unreachable
+
+    try:
+        return fleet_of(document)
+    except SpecError:
+        raise Unreachable(
+            dict(unreachable), len(unreachable), f"the plan needs what only {head} holds"
+        ) from None
+
+
+def _executor(nodes: dict[str, str], config: str | None) -> SshExecutor:
+    """SSH onto the nodes (fabric is imported only here)."""
+    from launcher.node.ssh import SshExecutor
+
+    return SshExecutor(nodes, config, connect_timeout())
 
 
 def _api_key(secrets: Sequence[str]) -> str | None:
     """VLLM_API_KEY's value where the spec lists it as a secret."""
     return os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in secrets else None
+
+
+def _ssh_config(spec_path: str, given: str | None, in_spec: str | None) -> str | None:
+    """The ssh_config to use: the option's, else the spec's (relative to the spec's folder)."""
+    config = given or in_spec
+    if config and not Path(config).expanduser().is_absolute() and not given:
+        config = str(Path(spec_path).parent / config)
+    return config
 
 
 def connecting(count: int, ssh_config: str | None) -> str:

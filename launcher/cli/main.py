@@ -18,7 +18,7 @@ from launcher.cli import (
     spec_commands,
     sync_commands,
 )
-from launcher.cli.common import terminal
+from launcher.cli.common import echo, terminal
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -28,7 +28,7 @@ def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
         return
     from launcher.catalogs import known_versions
 
-    click.echo(f"spark-launch {__version__}; vLLM releases supported: {', '.join(known_versions())}")
+    echo(f"spark-launch {__version__}; vLLM releases supported: {', '.join(known_versions())}")
     ctx.exit()
 
 
@@ -40,11 +40,20 @@ def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("ssh: %(message)s"))
-    logging.getLogger("launcher.ssh").addHandler(handler)
-    logging.getLogger("launcher.ssh").setLevel(logging.INFO)
+    loggers = [logging.getLogger("launcher.ssh")]
+    loggers[0].setLevel(logging.INFO)
     if value > 1:  # the SSH handshake itself, message by message
-        logging.getLogger("paramiko").addHandler(handler)
-        logging.getLogger("paramiko").setLevel(logging.DEBUG)
+        loggers.append(logging.getLogger("paramiko"))
+        loggers[1].setLevel(logging.DEBUG)
+    for logger in loggers:
+        logger.addHandler(handler)
+
+    def quiet() -> None:  # only for this command: a later one in this process must not write to its stream
+        for logger in loggers:
+            logger.removeHandler(handler)
+            logger.setLevel(logging.NOTSET)
+
+    ctx.call_on_close(quiet)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -131,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except SparkLaunchError as exc:
         text = exc.render_on(*terminal(sys.stderr))
-        click.echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
+        echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
         sys.exit(exc.exit_status)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -139,6 +148,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitStatus.BAD_SPEC if isinstance(exc, click.UsageError) else ExitStatus.FAILURE)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("interrupted", err=True)
+        echo("interrupted", err=True)
         sys.exit(ExitStatus.INTERRUPTED)
     sys.exit(int(status) if isinstance(status, int) else ExitStatus.OK)

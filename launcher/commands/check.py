@@ -31,6 +31,7 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
+from launcher.core.checks.memory import budgets
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
@@ -106,6 +107,7 @@ def _check(
     rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    weighed = budgets(spec, plan, facts)
     resolved = None
     if _runnable(spec.vllm.runtime, facts):
         resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
@@ -118,7 +120,7 @@ def _check(
             rows.append(image_release_row(spec, resolved))
         catalog = cluster.sources.catalog if cluster.sources else catalog_for(spec)
         rows += probe_rows(plan, catalog, resolved)
-    return Report(tuple(cluster.names), tuple(rows), facts)
+    return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
@@ -132,7 +134,7 @@ def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[st
     head = cluster.head
     workers = cluster.names[1:]
     port = cluster.plan.master_port
-    if not workers or facts[head.name].get("ours_running"):
+    if not workers or port is None or facts[head.name].get("ours_running"):
         return {}
     answered = threading.Event()  # the listener listens, or says why it cannot
     answer: dict[str, Any] = {}

@@ -2,7 +2,7 @@
 
 Shared by `check` (which compares them), `lock` (which writes them down), `diff ... now` and
 `up --locked` (which compare them with a lock or a run). One SSH call for the facts per node,
-one per model directory for its manifest (cached beside the model: seconds when unchanged).
+one per model directory for its manifest (cached in the node user's ~/.cache: seconds when unchanged).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from launcher.node.executor import fan_out
 def gather(cluster: Cluster) -> dict[str, dict[str, Any] | SparkLaunchError]:
     """Every node's facts (vLLM install, engine env, network, host, memory) and manifests."""
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
+    ports = sorted({p for p in (plan.api_port, plan.master_port) if p is not None})
 
     def ask(name: str) -> dict[str, Any]:
         node = next(n for n in spec.nodes if n.name == name)

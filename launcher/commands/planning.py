@@ -22,63 +22,85 @@ from typing import Any
 from launcher.cache import learned_catalog, save_catalog, save_model_files
 from launcher.commands.reporter import Reporter
 from launcher.core import remote
-from launcher.core.plan import Plan, PlanProblems
-from launcher.core.spec.sections import Spec
+from launcher.core.fleet import Fleet
+from launcher.core.plan import PlanProblems
+from launcher.core.spec.deployments import deployment_specs
+from launcher.core.spec.sections import Spec, SpecFile, VllmSection
 from launcher.core.spec.yamlsource import Document
 from launcher.core.vllm.catalog import Catalog, catalog_from_dict
 from launcher.core.vllm.models import ModelFiles, Sources
 from launcher.core.vllm.releases import Release, same_release
 from launcher.errors import Problem
-from launcher.load import committed_catalog, local_model_files, plan_with, release_of
+from launcher.load import committed_catalog, fleet_of, local_model_files
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError
 from launcher.node.scripts.catalog import MARKER as CATALOG_MARKER
 
-__all__ = ["learn_catalog", "plan_for_nodes"]
+__all__ = ["HeadInputs", "fleet_for_nodes", "learn_catalog"]
 
 
-def plan_for_nodes(
-    document: Document, spec: Spec, executor: Executor, reporter: Reporter
-) -> tuple[Plan, Sources]:
-    """Plan `spec` for its nodes, asking the head for what this machine lacks; a SpecError when the
-    spec does not plan, a NodeError when the head cannot answer."""
-    try:
-        release = release_of(spec)
-        files = local_model_files(spec)
-        committed = committed_catalog(spec, release)
-        agent = Agent(executor, spec.name, spec.head.name)
-        answer, seconds = _ask_head(spec, agent, files is None, committed is None, reporter)
-        if files is None:
-            files = _head_files(spec, answer["model"])
+def fleet_for_nodes(
+    document: Document, executor: Executor, reporter: Reporter
+) -> tuple[Fleet, dict[str, Sources]]:
+    """Plan every deployment for its nodes, asking the head for what this machine lacks; the
+    fleet and, per deployment (by its cluster name), where its plan's inputs came from. A
+    SpecError when the spec does not plan, a NodeError when a head cannot answer."""
+    inputs = HeadInputs(executor, reporter)
+    return fleet_of(document, inputs), inputs.sources
+
+
+class HeadInputs:
+    """A plan's inputs from this machine where it has them, else from the head node."""
+
+    def __init__(self, executor: Executor, reporter: Reporter) -> None:
+        self.executor = executor
+        self.reporter = reporter
+        self.sources: dict[str, Sources] = {}
+        self._read: dict[tuple[str, str], dict[str, Any]] = {}  # model answers read with the build
+        self._catalog: Catalog | None = None
+        self._learned: str | None = None
+        self._seconds: float | None = None
+
+    def catalog(self, file: SpecFile, release: Release) -> Catalog:
+        """Committed, else this build's own: from the cache, or learned from the head's vLLM."""
+        committed = committed_catalog(file, release)
         if committed is None:
-            catalog, how = _learned(spec, release, answer["vllm"], agent, reporter)
-        else:
-            catalog, how = committed, None
-        plan = plan_with(spec, files, catalog, release)
-    except PlanProblems as exc:
-        raise document.error(list(dict.fromkeys(exc.problems))) from None
-    return plan, Sources(files, catalog, how, seconds)
+            head = file.nodes[0]  # every node holds the same build (check holds them to it)
+            specs = [s for s in deployment_specs(file) if s.nodes and s.head.name == head.name]
+            lacking = next((s.model.path for s in specs if local_model_files(s) is None), None)
+            agent = Agent(self.executor, file.name, head.name)
+            answer = self._ask(agent, file.vllm, lacking)
+            if lacking is not None:
+                self._read[(head.name, lacking)] = answer["model"]
+            committed, self._learned = _learned(file, release, answer["vllm"], agent, self.reporter)
+        self._catalog = committed
+        return committed
 
+    def files(self, spec: Spec) -> ModelFiles:
+        """Here, else as the deployment's head holds them (kept in the operator's cache)."""
+        files = local_model_files(spec)
+        if files is None:
+            found = self._read.get((spec.head.name, spec.model.path))
+            if found is None:
+                found = self._ask(Agent(self.executor, spec.name, spec.head.name), None, spec.model.path)[
+                    "model"
+                ]
+            files = _head_files(spec, found)
+        assert self._catalog is not None  # catalog() comes first
+        self.sources[spec.name] = Sources(files, self._catalog, self._learned, self._seconds)
+        return files
 
-def _ask_head(
-    spec: Spec, agent: Agent, need_model: bool, need_build: bool, reporter: Reporter
-) -> tuple[dict[str, Any], float | None]:
-    """One call for whatever is needed (nothing: no call), and how long it took."""
-    request: dict[str, Any] = {"model": spec.model.path} if need_model else {}
-    if need_build:
-        request.update(
-            {"venv": spec.vllm.venv} if spec.vllm.runtime == "venv" else {"image": spec.vllm.image}
-        )
-    if not request:
-        return {}, None
-    began = time.monotonic()
-    answer = agent.ask(remote.planning_call(agent.dir, request))
-    seconds = time.monotonic() - began
-    asked = [
-        w for w, need in (("the model's config.json", need_model), ("its vLLM build", need_build)) if need
-    ]
-    reporter.info(f"read from {spec.head.name}: {' and '.join(asked)} ({seconds:.2f} s)")
-    return answer, seconds
+    def _ask(self, agent: Agent, vllm: VllmSection | None, model: str | None) -> dict[str, Any]:
+        """One call for the model's files and/or the build's identity; said with how long it took."""
+        request: dict[str, Any] = {"model": model} if model else {}
+        if vllm is not None:
+            request.update({"venv": vllm.venv} if vllm.runtime == "venv" else {"image": vllm.image})
+        began = time.monotonic()
+        answer = agent.ask(remote.planning_call(agent.dir, request))
+        self._seconds = time.monotonic() - began
+        asked = [w for w, need in (("the model's config.json", model), ("its vLLM build", vllm)) if need]
+        self.reporter.info(f"read from {agent.node}: {' and '.join(asked)} ({self._seconds:.2f} s)")
+        return answer
 
 
 def _head_files(spec: Spec, found: dict[str, Any]) -> ModelFiles:
@@ -97,10 +119,10 @@ def _head_files(spec: Spec, found: dict[str, Any]) -> ModelFiles:
 
 
 def _learned(
-    spec: Spec, release: Release, build: dict[str, Any], agent: Agent, reporter: Reporter
+    spec: SpecFile, release: Release, build: dict[str, Any], agent: Agent, reporter: Reporter
 ) -> tuple[Catalog, str]:
     """The catalog of the head's own build: from the operator's cache, or learned from its vLLM now."""
-    head, version = spec.head.name, spec.vllm.version
+    head, version = agent.node, spec.vllm.version
     reported = build.get("version")
     if reported is not None and not same_release(version, reported):
         raise PlanProblems(
@@ -147,10 +169,10 @@ def _learned(
     )
 
 
-def learn_catalog(agent: Agent, spec: Spec) -> dict[str, Any]:
+def learn_catalog(agent: Agent, spec: Spec | SpecFile) -> dict[str, Any]:
     """The catalog of the node's own vLLM (its runtime as the spec says): the generator of
     `make catalogs`, run there with vLLM's own python; checked to be a catalog."""
-    result = agent.run(remote.catalog_call(spec))
+    result = agent.run(remote.catalog_call(spec.vllm, spec.name))
     lines = [line for line in result.stdout.splitlines() if line.startswith(CATALOG_MARKER)]
     try:
         data: dict[str, Any] = json.loads(lines[-1][len(CATALOG_MARKER) :])

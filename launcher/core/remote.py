@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import (
+    CONTAINER_LABEL,
     RUN_ROOT,
     NodeCommand,
     container_label,
@@ -23,7 +24,7 @@ from launcher.core.render import (
     shell_words,
 )
 from launcher.core.spec.container import container_options
-from launcher.core.spec.sections import Spec
+from launcher.core.spec.sections import Spec, VllmSection
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
@@ -35,7 +36,7 @@ class Call:
 
     command: str
     script: str | None = None  # a node script, by name, fed on stdin
-    data: str | None = None  # or this text, fed on stdin
+    data: str | None = None  # or this text, fed on stdin (with a script: ahead of its source)
     timeout: float = 60.0
     about: str = ""  # what it does, for the dry run
 
@@ -102,9 +103,10 @@ def logs_call(directory: str, lines: int, follow: bool) -> Call:
     return script("logs", directory, str(lines), *(["follow"] if follow else []))
 
 
-def lock_call(directory: str, holder: dict[str, Any]) -> Call:
-    """Take the cluster lock (kept beside this node's run directory)."""
-    return script("lock", directory, "take", json.dumps(holder))
+def lock_call(directory: str, holder: dict[str, Any], stale: str | None = None) -> Call:
+    """Take the cluster lock (kept beside this node's run directory); with `stale`, break it
+    in the same step if the holder with that token still has it."""
+    return script("lock", directory, "take", json.dumps(holder), *([stale] if stale else []))
 
 
 def unlock_call(directory: str, token: str) -> Call:
@@ -174,21 +176,30 @@ def save_receipt_call(cluster: str, run_id: str, text: str) -> Call:
     )
 
 
+# The probe's loader, the only program text on its command line: the environment comes first
+# on stdin (one JSON line), then the probe's source. No value reaches an argv (which `ps`
+# shows every user of the node), and nothing is written to the node's disk for it.
+PROBE_LOADER = (
+    "import json,os,sys,__main__;os.environ.update(json.loads(sys.stdin.readline()));"
+    'exec(compile(sys.stdin.read(),"<probe>","exec"),__main__.__dict__)'
+)
+
+
 def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> Call:
     """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
 
+    The environment travels on stdin, ahead of the probe's source (PROBE_LOADER).
     venv runtime: the answer is cached on the node under PROBE_CACHE, keyed by everything
     that decides it (`tag` names this probe's version); `fresh` resolves anyway.
     docker runtime: inside the image, with the options `up` gives the container (network,
-    IPC, GPUs, limits, the model mount) and the same environment, passed by name so the
-    values stay out of docker's argv; resolved every time (the container keeps nothing).
+    IPC, GPUs, limits, the model mount); resolved every time (the container keeps nothing).
     """
     serve_argv = node.argv[len(runtime_prefix(spec)) :]
-    env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]
+    env = json.dumps(dict(node.env)) + "\n"
     if spec.vllm.runtime == "venv":
         cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
-        words = [*env, f"{spec.vllm.venv}/bin/python", "-", *cache, "resolve", *serve_argv]
-        return Call(shell_words(words), script="probe", timeout=600)
+        words = [f"{spec.vllm.venv}/bin/python", "-c", PROBE_LOADER, *cache, "resolve", *serve_argv]
+        return Call(shell_words(words), script="probe", data=env, timeout=600)
     docker = [
         "docker",
         "run",
@@ -196,11 +207,10 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
         "--interactive",
         container_label(spec),
         *container_options(spec.vllm.container, spec.model.path),
-        *[f"--env={k}" for k in node.env],
         str(spec.vllm.image),
     ]
-    words = [*env, *docker, PYTHON, "-", "resolve", *serve_argv]
-    return Call(shell_words(words), script="probe", timeout=600)
+    words = [*docker, PYTHON, "-c", PROBE_LOADER, "resolve", *serve_argv]
+    return Call(shell_words(words), script="probe", data=env, timeout=600)
 
 
 def planning_call(directory: str, request: dict[str, Any]) -> Call:
@@ -208,16 +218,17 @@ def planning_call(directory: str, request: dict[str, Any]) -> Call:
     return script("planning", directory, json.dumps(request), timeout=120)
 
 
-def catalog_call(spec: Spec) -> Call:
+def catalog_call(vllm: VllmSection, cluster: str) -> Call:
     """The head's own vLLM writes its flag catalog (flags, model traits): no weights, no device.
 
     venv runtime: the venv's python; docker runtime: the image's, in a container without a
-    network that is removed after.
+    network that is removed after (labelled as the cluster's, so `down` would remove it).
     """
-    if spec.vllm.runtime == "venv":
-        return Call(shell_words([f"{spec.vllm.venv}/bin/python", "-"]), script="catalog", timeout=900)
+    if vllm.runtime == "venv":
+        return Call(shell_words([f"{vllm.venv}/bin/python", "-"]), script="catalog", timeout=900)
     docker = ["docker", "run", "--rm", "--interactive", "--pull=never", "--network=none"]
-    words = [*docker, container_label(spec), "--entrypoint", PYTHON, str(spec.vllm.image), "-"]
+    label = f"--label={CONTAINER_LABEL}={cluster}"
+    words = [*docker, label, "--entrypoint", PYTHON, str(vllm.image), "-"]
     return Call(shell_words(words), script="catalog", timeout=900)
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets as pysecrets
-import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,10 +18,9 @@ from launcher.core.vllm.models import Sources
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
+from launcher.node.locking import ClusterBusy, busy, holder_is_stale, lock_holder
 
-
-class ClusterBusy(SparkLaunchError):
-    """Another spark-launch holds the cluster's lock."""
+__all__ = ["Cluster", "ClusterBusy", "Reached", "Unreachable", "new_run_id"]
 
 
 class Unreachable(SparkLaunchError):
@@ -66,16 +63,12 @@ class Reached:
         self.agents = {n.name: Agent(executor, reach.name, n.name) for n in reach.nodes}
         # Nodes found unreachable when the command began (they are not tried again).
         self.unreachable: dict[str, NodeError] = {}
+        self._unreleased: set[str] = set()  # tokens of locks taken here whose release failed
 
     @property
     def name(self) -> str:
         """The cluster's name."""
         return self.reach.name
-
-    def require_all(self, consequence: str) -> None:
-        """Unreachable, naming every node that cannot be reached, unless all can."""
-        if self.unreachable:
-            raise Unreachable(dict(self.unreachable), len(self.names), consequence)
 
     @property
     def names(self) -> list[str]:
@@ -86,6 +79,11 @@ class Reached:
     def head_name(self) -> str:
         """Rank 0's name."""
         return self.names[0]
+
+    def require_all(self, consequence: str) -> None:
+        """Unreachable, naming every node that cannot be reached, unless all can."""
+        if self.unreachable:
+            raise Unreachable(dict(self.unreachable), len(self.names), consequence)
 
     def each(self, task: Callable[[Agent], dict[str, Any]]) -> dict[str, dict[str, Any] | SparkLaunchError]:
         """Run an agent call on every node at once."""
@@ -114,23 +112,30 @@ class Reached:
         return entry
 
     @contextlib.contextmanager
-    def locked(self, command: str) -> Iterator[None]:
-        """Hold the cluster's lock (on the head) for the duration; ClusterBusy when another holds it."""
-        holder = lock_holder(command)
+    def locked(self, command: str, run_id: str | None = None) -> Iterator[None]:
+        """Hold the cluster's lock (on the head) for the duration; ClusterBusy when another holds it.
+
+        A stale lock (its owner on this machine provably gone) is broken, and so is a lock this
+        very object took and could not release (the head was lost meanwhile, as when `supervise`
+        restarts a cluster): both in one atomic step on the head, naming the holder found.
+        """
+        holder = lock_holder(command, run_id)
         agent = self.agents[self.head_name]
         answer = agent.lock(holder)
-        if not answer["ok"] and holder_is_stale(answer.get("holder", {})):
-            agent.unlock("*")
-            answer = agent.lock(holder)
+        other = answer.get("holder") or {}
+        if not answer["ok"] and (other.get("token") in self._unreleased or holder_is_stale(other)):
+            answer = agent.lock(holder, stale=str(other.get("token")))
         if not answer["ok"]:
-            raise _busy(self, answer.get("holder", {}))
+            raise busy(self.name, self.head_name, answer.get("holder") or {})
         try:
             yield
         finally:
-            # Never hide why the operation ended; a lock left by a dead process on this
-            # host is recognised as stale next time.
-            with contextlib.suppress(SparkLaunchError):
+            # Never hide why the operation ended; a lock this object could not release is
+            # its own to take over next time.
+            try:
                 agent.unlock(holder["token"])
+            except SparkLaunchError:
+                self._unreleased.add(holder["token"])
 
 
 class Cluster(Reached):
@@ -167,41 +172,6 @@ def api_host(spec: Spec) -> str:
     return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
 
 
-def _busy(cluster: Reached, other: dict[str, Any]) -> ClusterBusy:
-    since = time.strftime("%H:%M:%S", time.localtime(other.get("since", 0)))
-    return ClusterBusy(
-        f"cluster {cluster.name} is busy: `{other.get('command', '?')}` by {other.get('user', '?')}@"
-        f"{other.get('host', '?')} (pid {other.get('pid', '?')}) since {since}",
-        "wait for it to finish; if that process is gone, remove ~/.spark-launch/"
-        f"{cluster.name}/lock on {cluster.head_name}",
-    )
-
-
 def new_run_id() -> str:
     """A sortable, unique id for one start of the cluster (names the log files)."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + pysecrets.token_hex(2)
-
-
-def lock_holder(command: str) -> dict[str, Any]:
-    """Who takes the cluster lock: enough to tell a stale lock from a live one."""
-    return {
-        "token": pysecrets.token_hex(8),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "user": os.environ.get("USER", "?"),
-        "command": command,
-        "since": time.time(),
-    }
-
-
-def holder_is_stale(holder: dict[str, Any]) -> bool:
-    """True when the holder was a process on this machine that no longer exists."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False

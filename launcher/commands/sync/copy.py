@@ -154,7 +154,8 @@ class _TargetCopy:
         """rsync the directory's files from the source to the target, reporting progress."""
         node = next(n for n in self.cluster.spec.nodes if n.name == self.node)
         bwlimit = int(self.options.bwlimit * 1e6 / 1024) if self.options.bwlimit else None
-        argv = rsync_argv(plan.path, remote_target(node.address, node.ssh, plan.path), bwlimit)
+        destination = remote_target(node.address, node.ssh, plan.path)
+        argv = rsync_argv(plan.path, destination, bwlimit, self.found[plan.label].snapshot)
         agent = self.cluster.agents[self.source]
         handover, run = remote.transfer_calls(
             agent.dir, name, argv, plan.transfer.send, DEFAULT_RSH, self.options.relay

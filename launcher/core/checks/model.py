@@ -15,13 +15,16 @@ from launcher.core.checks.report import Row, each
 from launcher.core.spec.sections import Spec
 from launcher.core.sync.manifest import (
     CONFIG,
-    FileEntry,
+    REFUSED_HINT,
+    Entry,
+    LinkEntry,
     Manifest,
     differences,
     human,
     missing_parts,
     model_dirs,
     needs_weights,
+    refusals,
 )
 from launcher.core.vllm.models import Sources
 
@@ -59,6 +62,10 @@ def _directory_rows(label: str, path: str, manifests: dict[str, Manifest], weigh
             None if not any(lacking.values()) else f"config.json, a tokenizer and every indexed shard: {FIX}",
         )
     )
+    refused = {n: refusals(m) for n, m in manifests.items()}
+    if any(refused.values()):
+        shown = {n: "; ".join(r) or "none" for n, r in refused.items()}
+        rows.append(Row("model", f"{label}: links and special files", shown, False, REFUSED_HINT))
     diffs = differences(manifests)
     for rel, entries in list(diffs.items())[:SHOWN]:
         rows.append(
@@ -82,10 +89,16 @@ def _directory_rows(label: str, path: str, manifests: dict[str, Manifest], weigh
                 True,
             )
         )
+        if first.links:  # named, as everything the link policy decides
+            links = ", ".join(f"{rel} -> {t}" for rel, t in sorted(first.links.items())[:SHOWN])
+            links += f" (and {len(first.links) - SHOWN} more)" if len(first.links) > SHOWN else ""
+            rows.append(Row("model", f"{label} links kept as links", dict.fromkeys(manifests, links), True))
     return rows
 
 
-def _entry(entry: FileEntry | None) -> str:
+def _entry(entry: Entry | None) -> str:
+    if isinstance(entry, LinkEntry):
+        return f"a link to {entry.target}"
     return "missing" if entry is None else f"{entry.sha256[:12]} {human(entry.size)}"
 
 
@@ -101,7 +114,7 @@ def planned_model_rows(sources: Sources | None, facts: Mapping[str, dict[str, An
     files, planned = sources.model, sources.model.sha256[:12]
     where = "here" if files.node is None else f"on {files.node}" + (" earlier" if files.cached_at else "")
     values = {n: _config_sha(f["models"].get(files.path) or {}) for n, f in facts.items()}
-    ok = all(v == planned for v in values.values())
+    ok = all(v in (planned, "(a link)") for v in values.values())  # a link: the manifest rows compare it
     if files.node is None:
         hint = (
             "the config.json here is not the nodes': the plan must be made from theirs (update or "
@@ -115,4 +128,6 @@ def planned_model_rows(sources: Sources | None, facts: Mapping[str, dict[str, An
 
 def _config_sha(answer: Mapping[str, Any]) -> str:
     entry = (answer.get("files") or {}).get(CONFIG)
-    return str(entry[1])[:12] if entry else "missing"
+    if entry:
+        return str(entry[1])[:12]
+    return "(a link)" if CONFIG in (answer.get("links") or {}) else "missing"

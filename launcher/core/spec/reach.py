@@ -3,11 +3,13 @@
 `down`, `status`, `logs` and `diagnose` work from this alone when the rest of the spec does
 not plan (a typo, a vLLM version without rules, a model path changed since `up`): what
 runs is then what the nodes' own state says. The parts are built with the same typed
-validation as the whole spec, and the same checks of node names and ssh targets.
+validation as the whole spec, and the same checks of node names and ssh targets. A file
+with `deployments:` reaches each deployment by its name and its nodes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,6 +67,31 @@ def reach_of(data: Any) -> tuple[Reach | None, list[Problem]]:
         runtime if runtime in typing.get_args(_runtime_type()) else None,
         venv if isinstance(venv, str) and venv.startswith("/") else None,
     ), []
+
+
+def deployment_reaches(data: Any) -> tuple[dict[str, Reach] | None, bool, list[Problem]]:
+    """Each deployment's reach by its name (`--deployment NAME`; the cluster's name for a file of
+    one), whether the file has several, or the problems that keep its nodes out of reach."""
+    reach, problems = reach_of(data)
+    if reach is None:
+        return None, False, problems
+    written = data.get("deployments")
+    if not isinstance(written, list) or not written:
+        return {reach.name: reach}, False, []
+    by_name = {n.name: n for n in reach.nodes}
+    out: dict[str, Reach] = {}
+    for i, entry in enumerate(written):
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        listed = entry.get("nodes") if isinstance(entry, Mapping) else None
+        if not isinstance(name, str) or not CLUSTER_NAME.match(name) or not isinstance(listed, list):
+            problems.append(Problem(("deployments", i), "needs a usable name and a list of nodes"))
+            continue
+        nodes = tuple(by_name[n] for n in dict.fromkeys(listed) if isinstance(n, str) and n in by_name)
+        if nodes:  # one on no known node runs nowhere
+            out[name] = dataclasses.replace(reach, name=f"{reach.name}/{name}", nodes=nodes)
+    if not out and not problems:
+        problems.append(Problem(("deployments",), "no deployment is on a known node"))
+    return (None if problems else out), True, problems
 
 
 def _part(data: Mapping[str, Any], key: str, hint: Any, problems: list[Problem]) -> Any:

@@ -12,7 +12,6 @@ from launcher.node.scripts.common import (  # inlined when sent
     container_state,
     emit,
     image_info,
-    node_prefix,
     our_processes,
     read_text,
     run_directory,
@@ -140,7 +139,7 @@ def facts(directory: str, request: str) -> None:
     ask = json.loads(request)
     emit(
         ok=True,
-        ours_running=bool(our_processes(node_prefix(directory)))
+        ours_running=bool(our_processes(directory))
         or bool(ask.get("container") and container_state(ask["container"])["running"]),
         vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
         env=env_facts(),

@@ -21,7 +21,6 @@ from typing import Any
 from launcher.node.scripts.common import (  # inlined when sent
     container_state,
     emit,
-    node_prefix,
     our_processes,
     read_json,
     read_text,
@@ -42,7 +41,7 @@ def follow_container_log(state: dict[str, Any]) -> subprocess.Popen[bytes]:
     )
 
 
-def exit_code(state: dict[str, Any], prefix: str, last_scan: list[float]) -> tuple[bool, int | None]:
+def exit_code(state: dict[str, Any], directory: str, last_scan: list[float]) -> tuple[bool, int | None]:
     """(exited, code) of this node's rank."""
     if state.get("container"):
         info = container_state(state["container"])
@@ -53,7 +52,7 @@ def exit_code(state: dict[str, Any], prefix: str, last_scan: list[float]) -> tup
     now = time.monotonic()
     if now - last_scan[0] >= HEARTBEAT:  # a group killed whole writes no exit file
         last_scan[0] = now
-        return (not our_processes(prefix), None)
+        return (not our_processes(directory), None)
     return False, None
 
 
@@ -74,11 +73,11 @@ def watch(directory: str, offset: int, seconds: float) -> None:
     if not state:
         return emit(alive=False, exit_code=None, error=f"nothing was started in {directory}")
     follower = follow_container_log(state) if state.get("container") else None
-    prefix, last_scan = node_prefix(directory), [time.monotonic()]
+    last_scan = [time.monotonic()]
     deadline, last_sent = time.monotonic() + seconds, 0.0
     try:
         while time.monotonic() < deadline:
-            exited, code = exit_code(state, prefix, last_scan)
+            exited, code = exit_code(state, directory, last_scan)
             if exited:
                 time.sleep(TICK)  # the last lines a dying rank writes
             text, offset = read_new(state["log"], offset)
