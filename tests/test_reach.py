@@ -102,6 +102,26 @@ def test_status_and_down_work_from_the_nodes_state_alone(cluster: Cluster) -> No
     assert status(Reached(Reach.of(cluster.spec), cluster.executor)).health is None  # nothing to ask
 
 
+def test_diagnose_bundles_the_specs_problems_instead_of_the_plan_from_the_nodes_state(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    from launcher.commands.diagnose import collect
+
+    spec_path = tmp_path / "broken.yaml"
+    spec_path.write_text("vllm: {version: 0.99.1}\n")
+    up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    unplanned = Reached(Reach.of(cluster.spec), cluster.executor)
+    try:
+        files = collect(unplanned, str(spec_path), {}, Silent(), lines=20, spec_problems="vllm.version: no")
+    finally:
+        down(unplanned, 2, Silent())
+    assert files["spec-problems.txt"] == "vllm.version: no"
+    assert not {"plan.json", "plan.txt", "check.json"} & set(files)
+    assert '"state": "serving"' in files["status.json"]
+    assert all(f"nodes/{n}/state.json" in files for n in ("n1", "n2"))
+    assert status(cluster).state == "stopped"
+
+
 def test_a_host_name_no_resolver_can_encode_is_an_unreachable_node_not_a_crash(tmp_path: Path) -> None:
     """A label over 63 characters makes the IDNA codec raise UnicodeError before any lookup."""
     executor = SshExecutor({"n1": "a" * 70 + ".example"})

@@ -7,8 +7,8 @@
   another version in its dist-info, bind-mounted over it in the nodes' views): `check`
   learns its flag catalog from the head's own vLLM, a second `check` reuses it;
 - `up` serves it, `verify` shows mamba align and growing prefix-cache hits;
-- while it serves, the spec is broken (an unknown release; a typo): `status` and `down`
-  still work, and nothing of ours is left.
+- while it serves, the spec is broken (an unknown release; a typo): `status`, `logs`,
+  `diagnose` and `down` still work, and nothing of ours is left.
 
 One serving pair for all of it.
 """
@@ -231,6 +231,12 @@ def test_while_it_serves_a_broken_spec_still_shows_and_stops_it(bed: dict[str, A
         "vllm.version: vLLM 0.99.1 has no flag catalog here"
         in cli("status", bed["dir"] / "unknown.yaml").stderr
     )
+    bundle = bed["dir"] / "bundle.tar.gz"
+    diagnosed = cli("diagnose", bed["dir"] / "typo.yaml", "-o", bundle, "--json", "-n", "20", env=bed["env"])
+    assert diagnosed.returncode == 0, diagnosed.stdout + diagnosed.stderr
+    parts = json.loads(diagnosed.stdout)
+    assert "spec-problems.txt" in parts["files"] and "plan.json" not in parts["files"]
+    assert parts["nodes_failed"] == [] and "status.json" in parts["files"]
     down = cli("down", bed["dir"] / "typo.yaml", env=bed["env"])
     assert down.returncode == 0, down.stderr
     assert "node1: stopped" in down.stderr and "node2: stopped" in down.stderr
