@@ -11,12 +11,12 @@ from launcher.cli.common import (
     SSH_CONFIG,
     echo,
     open_deployments,
-    reach_deployments,
     screen,
     secret_values,
 )
 from launcher.cli.fleet_output import down_said, print_dry_run, up_said
 from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_deployments
 from launcher.errors import ExitStatus
 
 

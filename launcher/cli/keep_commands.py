@@ -19,10 +19,10 @@ from launcher.cli.common import (
     SSH_CONFIG,
     echo,
     open_deployments,
-    reach_cluster,
     secret_values,
 )
 from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_cluster
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:

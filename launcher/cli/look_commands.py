@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments, reach_deployments
+from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
+from launcher.cli.reaching import reach_deployments
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
