@@ -5,6 +5,7 @@ on the test bed with the real one)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,31 @@ def test_each_deployment_of_a_file_that_does_not_plan_is_reached_by_its_name_and
     assert deployment_reaches(edit(base_spec(), **{"vllm.version": "x"}))[0] == {
         "t": reach_of(base_spec())[0]
     }
+
+
+def test_diagnose_takes_one_deployment_of_several_by_name_even_when_the_spec_does_not_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the CLI, the nodes unreachable here: the bundle still comes, each node's error in it."""
+    from launcher.cli.main import main
+
+    unresolvable = {"nodes.0.ssh": "a" * 70, "nodes.1.ssh": "b" * 70}  # no resolver takes these
+    data = edit(base_spec(), **{"vllm.version": "0.99.1", "model": None, "serve": None, **unresolvable})
+    data["deployments"] = [
+        {"name": "big", "nodes": ["n1", "n2"], "model": {"path": "/m"}},
+        {"name": "small", "nodes": ["n2"], "model": {"path": "/d"}},
+    ]
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as refused:
+        main(["diagnose", str(path)])
+    assert refused.value.code == 1
+    assert "holds several deployments (big, small)" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["diagnose", str(path), "--deployment", "small", "--json"])
+    assert done.value.code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["nodes_failed"] == ["n2"] and "spec-problems.txt" in summary["files"]
+    assert Path(summary["bundle"]).parent == Path(".")  # one file here, the deployment's name in it
+    assert Path(summary["bundle"]).name.startswith("spark-launch-diagnose-t-small-")

@@ -175,7 +175,12 @@ def _sink(log: TextIO, printer: Printer) -> Callable[[Event], None]:
     "-n", "--lines", type=int, default=300, show_default=True, help="Lines of each node's recent logs."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print where the bundle is and what it holds, as JSON.")
-def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, as_json: bool) -> ExitStatus:
+@click.option(
+    "--deployment", default=None, metavar="NAME", help="Which deployment, in a spec that holds several."
+)
+def diagnose(
+    spec: str, ssh_config: str | None, output: str | None, lines: int, as_json: bool, deployment: str | None
+) -> ExitStatus:
     """Write everything a bug report needs into one .tar.gz, secrets taken out.
 
     \b
@@ -192,14 +197,15 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, 
     \b
     Examples:
       spark-launch diagnose cluster.yaml -o spark-pair-bundle.tar.gz
+      spark-launch diagnose fleet.yaml --deployment small
       tar tzf spark-pair-bundle.tar.gz
       spark-launch diagnose cluster.yaml --json | jq -r .bundle
     """
     from launcher.commands.diagnose import collect, write_bundle
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    with reach_cluster(spec, ssh_config) as (cluster, problems):
-        name = cluster.name
+    with reach_cluster(spec, ssh_config, deployment) as (cluster, problems):
+        name = cluster.name.replace("/", "-")  # a deployment's name (NAME/DEPLOYMENT) names one file
         why = problems.render() if problems else None
         files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__, why)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"

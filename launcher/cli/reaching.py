@@ -92,13 +92,18 @@ def _unplanned(
 
 
 @contextmanager
-def reach_cluster(spec_path: str, ssh_config: str | None) -> Iterator[tuple[Reached, SpecError | None]]:
+def reach_cluster(
+    spec_path: str, ssh_config: str | None, deployment: str | None = None
+) -> Iterator[tuple[Reached, SpecError | None]]:
     """One deployment's cluster as far as the spec allows (diagnose): planned offline, else its
     name and nodes only, with the spec's problems (printed as a warning, and handed back)."""
     from launcher.commands.fleet import Unplanned
 
-    with reach_deployments(spec_path, ssh_config, None) as chosen:
+    with reach_deployments(spec_path, ssh_config, deployment) as chosen:
         if len(chosen.clusters) != 1:
-            raise SparkLaunchError(f"{spec_path} holds several deployments", "this command takes one")
+            names = ", ".join(c.name.split("/")[-1] for c in chosen.clusters.values())
+            raise SparkLaunchError(
+                f"{spec_path} holds several deployments ({names})", "pick one with --deployment NAME"
+            )
         problems = chosen.problems if isinstance(chosen, Unplanned) else None
         yield next(iter(chosen.clusters.values())), problems
