@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bed import BED, ROOT, bed_with_engines, cli, engine
+from launcher.node.relay import copy_to_all
 from launcher.node.ssh import SshExecutor
 
 SPEC = ROOT / "configs" / "demo-docker.yaml"
@@ -75,7 +76,7 @@ def transport(size: int) -> tuple[float, float]:
     try:
         executor.connection("node1"), executor.connection("node2")  # connecting is not the stream
         began = time.perf_counter()
-        relayed = executor.relay("node1", source, {"node2": sink})
+        relayed = copy_to_all(executor, "node1", source, {"node2": sink})
         relay = time.perf_counter() - began
         assert relayed.sent["node2"] == size, relayed
     finally:

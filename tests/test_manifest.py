@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 
 from launcher.core import remote
-from launcher.core.sync.manifest import Manifest, missing_parts
+from launcher.core.answers.sync import manifest
+from launcher.core.sync.manifest import FileEntry, missing_parts
 from launcher.node.agent import Agent
-from launcher.node.executor import LocalExecutor
 from launcher.node.scripts import bundle
+from tests.fakes.local import LocalExecutor
 
 
 def agent(home: Path) -> Agent:
@@ -55,8 +56,7 @@ def test_every_file_by_size_and_sha256(tmp_path: Path) -> None:
     (tmp_path / "m" / "sub" / "extra.bin").write_bytes(b"x" * 10)
     (tmp_path / "m" / ".cache" / "huggingface").mkdir(parents=True)
     (tmp_path / "m" / ".cache" / "huggingface" / "lock").write_text("node-local")
-    answer = agent(tmp_path / "home").manifest(str(tmp_path / "m"))
-    m = Manifest.of(answer)
+    m = agent(tmp_path / "home").manifest(str(tmp_path / "m"))
     assert sorted(m.files) == sorted(
         [
             "config.json",
@@ -70,7 +70,7 @@ def test_every_file_by_size_and_sha256(tmp_path: Path) -> None:
     shard = tmp_path / "m" / "model-00002-of-00002.safetensors"
     assert m.files[shard.name].sha256 == sha(shard) and m.files[shard.name].size == 3 << 20
     assert m.indexes == {"model.safetensors.index.json": tuple(sorted(n for n in m.files if "-of-" in n))}
-    assert missing_parts(m) == [] and answer["hashed_bytes"] == m.total_bytes
+    assert missing_parts(m) == [] and m.hashed_bytes == m.total_bytes
 
 
 def test_a_second_run_hashes_nothing_and_the_cache_is_not_part_of_the_model(tmp_path: Path) -> None:
@@ -79,9 +79,9 @@ def test_a_second_run_hashes_nothing_and_the_cache_is_not_part_of_the_model(tmp_
     before = sorted(os.listdir(tmp_path / "m"))
     first = node.manifest(str(tmp_path / "m"))
     second = node.manifest(str(tmp_path / "m"))
-    cache = Path(first["cache"])
-    assert cache.parent == tmp_path / "home" / ".cache" / "spark-launch" / "manifests"
-    assert second["hashed_bytes"] == 0 and second["files"] == first["files"]
+    [cache] = (tmp_path / "home" / ".cache" / "spark-launch" / "manifests").iterdir()
+    assert first.hashed_bytes > 0
+    assert second.hashed_bytes == 0 and second.files == first.files
     assert sorted(os.listdir(tmp_path / "m")) == before  # nothing written beside the model
     assert cache.stat().st_mode & 0o777 == 0o600 and cache.parent.stat().st_mode & 0o777 == 0o700
 
@@ -91,7 +91,7 @@ def test_a_same_size_change_with_its_mtime_put_back_is_rehashed(tmp_path: Path) 
     make_model(tmp_path / "m")
     node = agent(tmp_path / "home")
     shard = tmp_path / "m" / "model-00001-of-00002.safetensors"
-    before = node.manifest(str(tmp_path / "m"))["files"][shard.name]
+    before = node.manifest(str(tmp_path / "m")).files[shard.name]
     stat = shard.stat()
     with shard.open("r+b") as f:
         f.seek(1000)
@@ -101,8 +101,8 @@ def test_a_same_size_change_with_its_mtime_put_back_is_rehashed(tmp_path: Path) 
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert shard.stat().st_mtime_ns == stat.st_mtime_ns and shard.stat().st_size == stat.st_size
     after = node.manifest(str(tmp_path / "m"))
-    assert after["files"][shard.name] == [stat.st_size, sha(shard)] != before
-    assert after["hashed_bytes"] == stat.st_size  # only the changed file
+    assert after.files[shard.name] == FileEntry(stat.st_size, sha(shard)) != before
+    assert after.hashed_bytes == stat.st_size  # only the changed file
 
 
 @contextlib.contextmanager
@@ -127,14 +127,13 @@ def test_a_read_only_model_directory_keeps_its_cache_in_the_users_home(tmp_path:
     with read_only(tmp_path / "m"):
         first = node.manifest(str(tmp_path / "m"))
         second = node.manifest(str(tmp_path / "m"))
-    assert first["cache"].startswith(str(tmp_path / "home" / ".cache" / "spark-launch" / "manifests"))
-    assert second["hashed_bytes"] == 0
-    assert first["room"]["writable"] is False
+    assert list((tmp_path / "home" / ".cache" / "spark-launch" / "manifests").iterdir())
+    assert first.hashed_bytes > 0 and second.hashed_bytes == 0
+    assert first.room is not None and first.room.writable is False
 
 
 def test_a_missing_directory_reports_where_it_would_go(tmp_path: Path) -> None:
-    answer = agent(tmp_path / "home").manifest(str(tmp_path / "models" / "m"))
-    m = Manifest.of(answer)
+    m = agent(tmp_path / "home").manifest(str(tmp_path / "models" / "m"))
     assert not m.exists and m.room is not None and m.room.at == str(tmp_path) and m.room.writable
     assert m.room.free > 0 and m.room.block > 0
     assert missing_parts(m) == [f"the directory {tmp_path / 'models' / 'm'}"]
@@ -185,7 +184,7 @@ def test_while_a_copy_runs_each_finished_file_is_hashed_into_the_cache(tmp_path:
     """The watch: a file counts as finished once it has the source's size and mtime (rsync sets
     the mtime last); the manifest after the copy then hashes nothing that was watched."""
     make_model(tmp_path / "src")
-    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
     node = agent(tmp_path / "home2")
     (tmp_path / "dst").mkdir()
     expect = {rel: [source.files[rel].size, source.mtimes[rel]] for rel in source.files}
@@ -197,9 +196,9 @@ def test_while_a_copy_runs_each_finished_file_is_hashed_into_the_cache(tmp_path:
     assert watcher.wait() == 0
     final = json.loads(out.splitlines()[-1])  # ends with the directory's manifest, all from the cache
     assert final["ok"] and final["watched"] == source.total_bytes and final["hashed_bytes"] == 0
-    assert Manifest.of(final).files == source.files
+    assert manifest(final, str(tmp_path / "dst")).files == source.files
     after = node.manifest(str(tmp_path / "dst"))
-    assert after["hashed_bytes"] == 0 and Manifest.of(after).files == source.files
+    assert after.hashed_bytes == 0 and after.files == source.files
 
 
 def test_a_file_not_finished_is_not_hashed_while_watching(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ def test_status_and_down_work_from_the_nodes_state_alone(cluster: Cluster) -> No
         assert [st.matches(n) for n in st.nodes] == [None, None]
     finally:
         stopped = down(unplanned, 2, Silent())
-    assert stopped.clean and all(r["found"] >= 1 for r in stopped.per_node.values())
+    assert stopped.clean and all(r.found >= 1 for r in stopped.per_node.values())
     assert status(cluster).state == "stopped"
     assert status(Reached(Reach.of(cluster.spec), cluster.executor)).health is None  # nothing to ask
 

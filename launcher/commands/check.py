@@ -10,13 +10,14 @@ the docker runtime: inside the image, as `up` would start the container).
 
 from __future__ import annotations
 
-import json
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from launcher.commands.inputs import gather
+from launcher.commands.listening import Listener
 from launcher.core import remote
+from launcher.core.answers.facts import Facts
+from launcher.core.answers.probe import Probed, connected
 from launcher.core.checks import (
     Report,
     Row,
@@ -39,7 +40,6 @@ from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 from launcher.node.scripts import tag as script_tag
-from launcher.node.scripts.probe import MARKER as PROBE_MARKER
 
 __all__ = ["NodesDisagree", "run_check"]
 
@@ -94,13 +94,13 @@ def _check(
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
     answers = gather(cluster)
-    reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
+    reached = {n: a.reason if isinstance(a, SparkLaunchError) else "yes" for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
     hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
         Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
-    facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
+    facts = {n: a for n, a in answers.items() if not isinstance(a, SparkLaunchError)}
     if len(facts) < len(answers):
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
@@ -123,67 +123,53 @@ def _check(
     return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 
-def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
+def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
     """True when every node holds the vLLM the probe runs: the venv's binary, or the image."""
     key = "image_id" if runtime == "docker" else "vllm_binary"
     return all(f["vllm"].get(key) for f in facts.values())
 
 
-def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+def _reachability(cluster: Cluster, facts: dict[str, Facts]) -> dict[str, str]:
     """A listener on the head's master port, and a real connection to it from every worker."""
     head = cluster.head
     workers = cluster.names[1:]
     port = cluster.plan.master_port
     if not workers or port is None or facts[head.name].get("ours_running"):
         return {}
-    answered = threading.Event()  # the listener listens, or says why it cannot
-    answer: dict[str, Any] = {}
-
-    def on_line(line: str) -> None:
-        if line.startswith("{"):
-            answer.update(json.loads(line))
-            answered.set()
-
     agent = cluster.agents[head.name]
-    call = remote.listen_call(agent.dir, head.address, port, len(workers), 15)
-    listener = threading.Thread(target=agent.stream, args=(call, on_line), daemon=True)
-    listener.start()
-    if not answered.wait(20) or not answer.get("listening"):
+    listener = Listener(agent, remote.listen_call(agent.dir, head.address, port, len(workers), 15))
+    first = listener.first(20)
+    if first.port is None:
         listener.join(20)
-        return dict.fromkeys(workers, f"no listener on the head: {answer.get('error', 'timed out')}")
-    results = fan_out(
-        workers,
-        lambda w: cluster.agents[w].ask(remote.connect_call(cluster.agents[w].dir, head.address, port, 5)),
-    )
+        return dict.fromkeys(workers, f"no listener on the head: {first.error}")
+    results = fan_out(workers, lambda w: cluster.agents[w].ask(connect_call(cluster, w, port), connected))
     listener.join(20)
-    return {w: _connected(r) for w, r in results.items()}
+    return {w: r.reason if isinstance(r, SparkLaunchError) else r or "yes" for w, r in results.items()}
 
 
-def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
-    if isinstance(answer, SparkLaunchError):
-        return answer.reason
-    return "yes" if answer.get("ok") else str(answer.get("error"))
+def connect_call(cluster: Cluster, worker: str, port: int) -> remote.Call:
+    """A TCP connection from `worker` to the head's address on `port`."""
+    return remote.connect_call(cluster.agents[worker].dir, cluster.head.address, port, 5)
 
 
 def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
-    """Each node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside)."""
+    """Each node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
+
+    For the probe rows, by node: what it resolved, or {"error": why it could not}.
+    """
     version = script_tag("probe")
 
-    def resolve(name: str) -> dict[str, Any]:
+    def resolve(name: str) -> Probed:
         node = next(n for n in cluster.plan.nodes if n.name == name)
-        result = cluster.agents[name].run(remote.probe_call(cluster.spec, node, version, fresh))
-        lines = [x for x in result.stdout.splitlines() if x.startswith(PROBE_MARKER)]
-        if not lines:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
-            return {"error": " / ".join(tail) or f"exit {result.exited}"}
-        answer = json.loads(lines[-1][len(PROBE_MARKER) :])
-        if not answer.get("ok"):
-            return {"error": answer.get("error", "?")}
-        return {
-            **answer["resolved"],
-            "cached": bool(answer.get("cached")),
-            "vllm_version": answer.get("vllm_version"),
-        }
+        return cluster.agents[name].probe(remote.probe_call(cluster.spec, node, version, fresh))
 
     answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.reason} for n, a in answers.items()}
+    return {n: _resolved(a) for n, a in answers.items()}
+
+
+def _resolved(answer: Probed | SparkLaunchError) -> dict[str, Any]:
+    if isinstance(answer, SparkLaunchError):
+        return {"error": answer.reason}
+    if answer.error is not None:
+        return {"error": answer.error}
+    return {**answer.resolved, "cached": answer.cached, "vllm_version": answer.vllm_version}

@@ -7,9 +7,7 @@ one per model directory for its manifest (cached in the node user's ~/.cache: se
 
 from __future__ import annotations
 
-from typing import Any
-
-from launcher.core.checks.model import weight_bytes
+from launcher.core.answers.facts import Facts
 from launcher.core.render import container_name
 from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
@@ -17,12 +15,12 @@ from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 
 
-def gather(cluster: Cluster) -> dict[str, dict[str, Any] | SparkLaunchError]:
+def gather(cluster: Cluster) -> dict[str, Facts | SparkLaunchError]:
     """Every node's facts (vLLM install, engine env, network, host, memory) and manifests."""
     spec, plan = cluster.spec, cluster.plan
     ports = sorted({p for p in (plan.api_port, plan.master_port) if p is not None})
 
-    def ask(name: str) -> dict[str, Any]:
+    def ask(name: str) -> Facts:
         node = next(n for n in spec.nodes if n.name == name)
         request = {
             "venv": spec.vllm.venv,
@@ -35,16 +33,18 @@ def gather(cluster: Cluster) -> dict[str, dict[str, Any] | SparkLaunchError]:
         agent = cluster.agents[name]
         found = agent.facts(request)
         found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
-        found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
+        found["model"] = {"weight_bytes": found["models"][spec.model.path].total_bytes}
         return found
 
     return fan_out(cluster.names, ask)
 
 
-def gathered(cluster: Cluster) -> dict[str, dict[str, Any]]:
+def gathered(cluster: Cluster) -> dict[str, Facts]:
     """Every node's facts; the first node's error when one cannot be asked."""
     answers = gather(cluster)
-    for answer in answers.values():
+    found: dict[str, Facts] = {}
+    for name, answer in answers.items():
         if isinstance(answer, SparkLaunchError):
             raise answer
-    return {n: a for n, a in answers.items() if isinstance(a, dict)}
+        found[name] = answer
+    return found

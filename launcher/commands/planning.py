@@ -22,6 +22,7 @@ from typing import Any
 from launcher.cache import learned_catalog, save_catalog, save_model_files
 from launcher.commands.reporter import Reporter
 from launcher.core import remote
+from launcher.core.answers.planning import planned
 from launcher.core.fleet import Fleet
 from launcher.core.plan import PlanProblems
 from launcher.core.spec.deployments import deployment_specs
@@ -96,7 +97,7 @@ class HeadInputs:
         if vllm is not None:
             request.update({"venv": vllm.venv} if vllm.runtime == "venv" else {"image": vllm.image})
         began = time.monotonic()
-        answer = agent.ask(remote.planning_call(agent.dir, request))
+        answer = agent.ask(remote.planning_call(agent.dir, request), planned)
         self._seconds = time.monotonic() - began
         asked = [w for w, need in (("the model's config.json", model), ("its vLLM build", vllm)) if need]
         self.reporter.info(f"read from {agent.node}: {' and '.join(asked)} ({self._seconds:.2f} s)")

@@ -8,7 +8,7 @@ import json
 import secrets as pysecrets
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
@@ -21,6 +21,7 @@ from launcher.node.executor import Executor, NodeError, fan_out
 from launcher.node.locking import ClusterBusy, busy, holder_is_stale, lock_holder
 
 __all__ = ["Cluster", "ClusterBusy", "Reached", "Unreachable", "new_run_id"]
+T = TypeVar("T")
 
 
 class Unreachable(SparkLaunchError):
@@ -85,7 +86,7 @@ class Reached:
         if self.unreachable:
             raise Unreachable(dict(self.unreachable), len(self.names), consequence)
 
-    def each(self, task: Callable[[Agent], dict[str, Any]]) -> dict[str, dict[str, Any] | SparkLaunchError]:
+    def each(self, task: Callable[[Agent], T]) -> dict[str, T | SparkLaunchError]:
         """Run an agent call on every node at once."""
         return fan_out(self.names, lambda name: task(self.agents[name]))
 
@@ -122,11 +123,11 @@ class Reached:
         holder = lock_holder(command, run_id)
         agent = self.agents[self.head_name]
         answer = agent.lock(holder)
-        other = answer.get("holder") or {}
-        if not answer["ok"] and (other.get("token") in self._unreleased or holder_is_stale(other)):
-            answer = agent.lock(holder, stale=str(other.get("token")))
-        if not answer["ok"]:
-            raise busy(self.name, self.head_name, answer.get("holder") or {})
+        other = answer.holder
+        if not answer.ok and (other.token in self._unreleased or holder_is_stale(other.as_dict())):
+            answer = agent.lock(holder, stale=str(other.token))
+        if not answer.ok:
+            raise busy(self.name, self.head_name, answer.holder.as_dict())
         try:
             yield
         finally:

@@ -29,11 +29,11 @@ from launcher.core.plan import PlanProblems
 from launcher.core.render import shell_words
 from launcher.core.vllm.releases import same_release
 from launcher.node.agent import Agent
-from launcher.node.executor import LocalExecutor
 from launcher.node.scripts.probe import MARKER
 from tests.conformance import cases
 from tests.conformance.conftest import RELEASES, Answers, probe_file, venv_for
 from tests.conftest import base_spec, edit, spec_of
+from tests.fakes.local import LocalExecutor
 
 pytestmark = pytest.mark.conformance
 

@@ -8,7 +8,6 @@ must find the source's manifest, mostly reads the cache.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -18,12 +17,25 @@ from typing import Any
 from launcher.commands.sync.options import SyncOptions, SyncReporter
 from launcher.commands.sync.relay import relayed
 from launcher.core import remote
+from launcher.core.answers.read import BadAnswer, Refused, loads
+from launcher.core.answers.sync import (
+    Progress,
+    Sent,
+    TransferEvent,
+    manifest,
+    prehash_event,
+    prepared,
+    transfer_event,
+)
 from launcher.core.sync.manifest import Manifest
+from launcher.core.sync.receiver import receiver_for
 from launcher.core.sync.report import DirPlan, NodeOutcome
 from launcher.core.sync.transfer import DEFAULT_RSH, CopyProgress, plan_transfer, remote_target, rsync_argv
 from launcher.errors import SparkLaunchError
+from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError, Stream
+from launcher.node.output import MAX_STDERR, MAX_STDOUT, Drain, TooMuch, lines
 
 TRIES = 2  # a copy whose result still differs is made once more
 
@@ -127,9 +139,7 @@ class _TargetCopy:
             self.reporter.info(
                 f"{self.node}: verifying {plan.label} {plan.path}" + (" again" if attempt else "")
             )
-            if answer is None:  # the watch did not end with the whole directory's manifest
-                answer = self.cluster.agents[self.node].manifest(plan.path)
-            have = Manifest.of(answer)
+            have = answer or self.cluster.agents[self.node].manifest(plan.path)  # the watch's, or anew
             self.copying += copied - began
             self.verifying += time.monotonic() - copied
             current = replace(current, transfer=plan_transfer(want, have))
@@ -143,11 +153,10 @@ class _TargetCopy:
         agent = self.cluster.agents[self.node]
         handover, run = remote.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
         agent.run(handover).checked(self.node, "handing over the prepare job")
-        answer = agent.ask(run)
-        if not answer.get("ok"):
-            detail = answer.get("error") or "; ".join(answer.get("errors", []))
+        why = agent.ask(run, prepared)
+        if why is not None:
             raise NodeError(
-                self.node, f"cannot make {plan.path} ready: {detail}", "check the owner and mode there"
+                self.node, f"cannot make {plan.path} ready: {why}", "check the owner and mode there"
             )
 
     def _send(self, plan: DirPlan, name: str) -> None:
@@ -162,37 +171,36 @@ class _TargetCopy:
         )
         agent.run(handover).checked(self.source, "handing over the transfer job")
         if self.options.relay:
-            answer = relayed(self.cluster, self.source, self.node, run.command, self._advanced)
+            receiver = receiver_for(argv, plan.path)  # what runs on the target: ours, not the source's
+            sent = relayed(self.cluster, self.source, self.node, run.command, receiver, self._advanced)
         else:
-            answer = _direct(self.cluster, self.source, run, self._advanced)
-        if not answer.get("ok"):
+            sent = _direct(agent, run, self._advanced)
+        if not sent.ok:
             raise NodeError(
                 self.node,
-                f"rsync from {self.source} failed (exit {answer.get('exit')}): "
-                f"{answer.get('error') or 'no output'}",
+                f"rsync from {self.source} failed (exit {sent.exit}): {sent.error or 'no output'}",
                 "run sync models again: it continues where it stopped",
             )
 
-    def _advanced(self, event: dict[str, Any]) -> None:
-        self.progress = self.progress.advance(self.base + int(event["bytes"]), time.monotonic())
+    def _advanced(self, event: Progress) -> None:
+        self.progress = self.progress.advance(self.base + event.bytes, time.monotonic())
         self.reporter.progress(self.node, self.progress)
 
 
-def _direct(
-    cluster: Cluster, source: str, run: remote.Call, on_event: Callable[[dict[str, Any]], None]
-) -> dict[str, Any]:
-    answer: dict[str, Any] = {}
+def _direct(agent: Agent, run: remote.Call, on_event: Callable[[Progress], None]) -> Sent:
+    """The source's rsync straight to the target; its progress as it comes, and how it ended."""
+    ended: list[Sent] = []
 
-    def on_line(line: str) -> None:
-        if line.startswith("{"):
-            data = json.loads(line)
-            if data.get("event") == "progress":
-                on_event(data)
-            elif "event" not in data:
-                answer.update(data)
+    def on_line(event: TransferEvent) -> None:
+        if isinstance(event, Progress):
+            on_event(event)
+        elif isinstance(event, Sent):
+            ended.append(event)
+        else:  # a relay request on a direct copy: nothing asked for it
+            raise NodeError(agent.node, "asked for a relay on a direct copy: refused")
 
-    cluster.agents[source].stream(run, on_line)
-    return answer
+    agent.events(run, transfer_event, on_line)
+    return ended[-1] if ended else Sent(False, None, "the transfer script ended without saying how")
 
 
 class Prehash:
@@ -200,9 +208,9 @@ class Prehash:
 
     LIMIT = 1 << 17  # its request travels as one argument: beyond this, the check hashes all
 
-    def __init__(self, stream: Stream | None) -> None:
-        self.stream = stream
-        self.answer: dict[str, Any] | None = None  # the directory's manifest, when all were hashed
+    def __init__(self, stream: Stream | None, agent: Agent | None = None, path: str = "") -> None:
+        self.stream, self.agent, self.path = stream, agent, path
+        self.answer: Manifest | None = None  # the directory's manifest, when all were hashed
         self.idle = threading.Event()
         self.ended = threading.Event()
         if stream is None:
@@ -220,25 +228,29 @@ class Prehash:
         call = remote.prehash_call(agent.dir, plan.path, expect)
         if not expect or len(call.command) > cls.LIMIT:
             return cls(None)
-        return cls(agent.open(call))
+        return cls(agent.open(call), agent, plan.path)
 
     def _read(self, stream: Stream) -> None:
-        buffer = b""
+        # Only an optimization: a line that does not parse ends it, and the check after the
+        # copy hashes what it did not (that check's manifest is read strictly).
+        drained = Drain(stream.recv_stderr, MAX_STDERR, "stderr", stream.close, patient=False)
         try:
-            for chunk in iter(lambda: stream.recv(1 << 16), b""):
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if line.startswith(b"{"):
-                        data = json.loads(line)
-                        (self.idle.set if data.get("event") == "idle" else self.idle.clear)()
-                        if "files" in data:
-                            self.answer = data
-        except (OSError, EOFError, ValueError):
-            pass  # it went away: the check after the copy hashes what it did not
+            for line in lines(stream.recv, MAX_STDOUT, stream.close):
+                if line.startswith(b"{"):
+                    self._event(loads(line))
+        except (OSError, EOFError, BadAnswer, Refused, TooMuch):
+            stream.close()
         finally:
+            drained.ended.wait(1)
             self.ended.set()
 
-    def finish(self, limit: float = 3600) -> dict[str, Any] | None:
+    def _event(self, raw: object) -> None:
+        event = prehash_event(raw)
+        if event is None:
+            self.answer = manifest(raw, self.path)
+        (self.idle.set if event is not None and event.idle else self.idle.clear)()
+
+    def finish(self, limit: float = 3600) -> Manifest | None:
         """After the copy: let it hash what the copy finished (until it is done or idle), then stop
         it. The manifest of the whole directory it ends with, if it got that far."""
         self.idle.clear()

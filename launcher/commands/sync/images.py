@@ -14,9 +14,11 @@ from typing import Any
 
 from launcher.commands.reporter import Reporter
 from launcher.core import remote
+from launcher.core.answers.facts import ImageFacts
 from launcher.errors import InputError, SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import NodeError, Result
+from launcher.node.executor import NodeError, Result, fan_out
+from launcher.node.relay import copy_to_all
 
 # `docker load` unpacks the archive in the engine's data root before it extracts the layers.
 SPACE_FACTOR = 2
@@ -79,9 +81,9 @@ def sync_images(cluster: Cluster, reporter: Reporter) -> SyncResult:
         source = found[head]
         if isinstance(source, SparkLaunchError):
             raise source
-        if not source.get("image_id"):
+        if not source.image_id:
             raise SparkLaunchError(
-                f"the head ({head}) does not hold {image}: {source.get('error', 'no such image')}",
+                f"the head ({head}) does not hold {image}: {source.error or 'no such image'}",
                 f"put it there first (docker pull {image}, or docker load), then sync the others from it",
             )
         decided = [_decide(name, found[name], source) for name in cluster.names[1:]]
@@ -90,57 +92,58 @@ def sync_images(cluster: Cluster, reporter: Reporter) -> SyncResult:
             if d.action != "copy":
                 reporter.info(f"{d.name}: {d.action}: {d.detail}")
         copied = _copy(cluster, image, source, targets, reporter) if targets else {}
-    head_row = NodeSync(head, "head", f"holds {source['image_id'][:19]}")
+    head_row = NodeSync(head, "head", f"holds {source.image_id[:19]}")
     rows = [head_row, *(copied.get(d.name, d) for d in decided)]
-    return SyncResult(image, source["image_id"], tuple(rows))
+    return SyncResult(image, source.image_id, tuple(rows))
 
 
-def _decide(name: str, answer: dict[str, Any] | SparkLaunchError, source: dict[str, Any]) -> NodeSync:
+def _decide(name: str, answer: ImageFacts | SparkLaunchError, source: ImageFacts) -> NodeSync:
     """skipped (same build), copy, refused (short of space) or failed (unreachable, no docker)."""
     if isinstance(answer, SparkLaunchError):
         return NodeSync(name, "failed", answer.message)
-    if not answer.get("docker"):
-        return NodeSync(name, "failed", answer.get("error", "no docker on this node"))
-    if answer.get("image_id") == source["image_id"]:
+    if not answer.docker:
+        return NodeSync(name, "failed", answer.error or "no docker on this node")
+    if answer.image_id == source.image_id:
         return NodeSync(name, "skipped", "already holds it (same image id)")
-    shared = set(answer.get("repo_digests") or []) & set(source.get("repo_digests") or [])
+    shared = set(answer.repo_digests) & set(source.repo_digests)
     if shared:
         return NodeSync(name, "skipped", f"already holds it (same repo digest {min(shared)})")
-    size, free = int(source.get("size") or 0), answer.get("free_bytes")
+    size, free = source.size, answer.free_bytes
     need = SPACE_FACTOR * size
-    if isinstance(free, int) and free < need:
+    if free is not None and free < need:
         return NodeSync(
             name,
             "refused",
-            f"{_gb(free)} free in {answer.get('root_dir')}, but loading {_gb(size)} needs about "
+            f"{_gb(free)} free in {answer.root_dir}, but loading {_gb(size)} needs about "
             f"{_gb(need)} (docker load unpacks the archive there first): free some space "
             "(docker image prune) and sync again",
         )
-    held = answer.get("image_id")
+    held = answer.image_id
     return NodeSync(name, "copy", f"holds another build ({held[:19]})" if held else "lacks it")
 
 
 def _copy(
-    cluster: Cluster, image: str, source: dict[str, Any], targets: list[str], reporter: Reporter
+    cluster: Cluster, image: str, source: ImageFacts, targets: list[str], reporter: Reporter
 ) -> dict[str, NodeSync]:
     """Stream the head's image into every target at once; then check what each holds."""
-    size = int(source.get("size") or 0)
+    size = source.size
     began = time.monotonic()
     reporter.info(f"copying {image} ({_gb(size)}) from {cluster.head.name} to {', '.join(targets)}")
     progress = _Progress(reporter, size, began)
-    relayed = cluster.executor.relay(
+    relayed = copy_to_all(
+        cluster.executor,
         cluster.head.name,
         remote.save_command(image),
         dict.fromkeys(targets, remote.load_command()),
         progress,
     )
     seconds = time.monotonic() - began
-    after = cluster.each(lambda agent: agent.image(image) if agent.node in targets else {})
+    after = fan_out(targets, lambda name: cluster.agents[name].image(image))
     out = {}
     for name in targets:
         sent, got = relayed.sent.get(name, 0), after[name]
         loaded = relayed.targets.get(name)
-        if isinstance(got, dict) and got.get("image_id") == source["image_id"]:
+        if isinstance(got, ImageFacts) and got.image_id == source.image_id:
             rate = sent / seconds / 1e6 if seconds else 0.0
             detail = f"copied {_gb(sent)} in {seconds:.0f} s ({rate:.0f} MB/s); image id now matches"
             out[name] = NodeSync(name, "copied", detail, sent, seconds)
@@ -150,17 +153,18 @@ def _copy(
     return out
 
 
-def _why(loaded: Result | NodeError | None, saved: Result, got: dict[str, Any] | SparkLaunchError) -> str:
-    """The first reason a copy did not take: the save, the load, or what the node holds after."""
-    if not saved.ok:
-        return f"docker save on the head failed (exit {saved.exited}): {saved.stderr.strip()[-300:]}"
+def _why(loaded: Result | NodeError | None, saved: Result, got: ImageFacts | SparkLaunchError) -> str:
+    """The first reason a copy did not take: the target unreachable, the save, the load, or what
+    the node holds after."""
     if isinstance(loaded, NodeError):
         return loaded.message
+    if not saved.ok:
+        return f"docker save on the head failed (exit {saved.exited}): {saved.stderr.strip()[-300:]}"
     if loaded is not None and not loaded.ok:
         return f"docker load failed (exit {loaded.exited}): {(loaded.stderr or loaded.stdout).strip()[-300:]}"
     if isinstance(got, SparkLaunchError):
         return got.message
-    return f"after loading, the node holds {got.get('image_id') or 'nothing'} under that name"
+    return f"after loading, the node holds {got.image_id or 'nothing'} under that name"
 
 
 class _Progress:

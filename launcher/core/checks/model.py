@@ -9,8 +9,8 @@ changed is a FAIL naming that shard.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from launcher.core.answers.facts import Facts
 from launcher.core.checks.report import Row, each
 from launcher.core.spec.sections import Spec
 from launcher.core.sync.manifest import (
@@ -32,11 +32,11 @@ SHOWN = 10  # differing files shown one per row; the rest are counted
 FIX = "spark-launch sync models SPEC copies it from the head and verifies it"
 
 
-def model_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
+def model_rows(spec: Spec, facts: Mapping[str, Facts]) -> list[Row]:
     """Per model directory (the model, a local draft model): exists, complete, identical files."""
     rows = []
     for label, path in model_dirs(spec):
-        manifests = {n: Manifest.of(f["models"][path]) for n, f in facts.items()}
+        manifests = {n: f["models"][path] for n, f in facts.items()}
         rows += _directory_rows(label, path, manifests, needs_weights(spec))
     return rows
 
@@ -102,18 +102,13 @@ def _entry(entry: Entry | None) -> str:
     return "missing" if entry is None else f"{entry.sha256[:12]} {human(entry.size)}"
 
 
-def weight_bytes(answer: Mapping[str, Any]) -> int:
-    """The size of a manifest answer's files (what must fit in memory, roughly)."""
-    return sum(int(size) for size, _ in answer.get("files", {}).values())
-
-
-def planned_model_rows(sources: Sources | None, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
+def planned_model_rows(sources: Sources | None, facts: Mapping[str, Facts]) -> list[Row]:
     """Every node's config.json is the one the plan was made from (read here, or on the head)."""
     if sources is None or sources.model.sha256 is None:
         return []
     files, planned = sources.model, sources.model.sha256[:12]
     where = "here" if files.node is None else f"on {files.node}" + (" earlier" if files.cached_at else "")
-    values = {n: _config_sha(f["models"].get(files.path) or {}) for n, f in facts.items()}
+    values = {n: _config_sha(f["models"].get(files.path)) for n, f in facts.items()}
     ok = all(v in (planned, "(a link)") for v in values.values())  # a link: the manifest rows compare it
     if files.node is None:
         hint = (
@@ -126,8 +121,8 @@ def planned_model_rows(sources: Sources | None, facts: Mapping[str, dict[str, An
     return [Row("model", item, values, ok, None if ok else hint)]
 
 
-def _config_sha(answer: Mapping[str, Any]) -> str:
-    entry = (answer.get("files") or {}).get(CONFIG)
-    if entry:
-        return str(entry[1])[:12]
-    return "(a link)" if CONFIG in (answer.get("links") or {}) else "missing"
+def _config_sha(manifest: Manifest | None) -> str:
+    entry = manifest.files.get(CONFIG) if manifest is not None else None
+    if entry is not None:
+        return entry.sha256[:12]
+    return "(a link)" if manifest is not None and CONFIG in manifest.links else "missing"

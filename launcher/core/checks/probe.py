@@ -43,7 +43,7 @@ AGREE = {
 }
 
 
-def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, dict[str, Any]]) -> list[Row]:
+def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """What each node's own vLLM derives from its own argv and env: equal, and as planned."""
     rows = []
     planned = {d.setting: d.value for d in plan.derived}
@@ -81,7 +81,7 @@ HASH_ITEM = "vllm config hash"
 SHOWN_FIELDS = 8
 
 
-def hash_rows(resolved: Mapping[str, dict[str, Any]]) -> list[Row]:
+def hash_rows(resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """vLLM's own hash of each node's resolved config (VllmConfig.compute_hash(): model, cache,
     parallel, scheduler, device, load, attention, compilation ... configs) in one row; where
     the hashes differ, the fields that do. None for a release without it."""
