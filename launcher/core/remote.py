@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import (
+    CONTAINER_LABEL,
     RUN_ROOT,
     NodeCommand,
     container_label,
@@ -23,7 +24,7 @@ from launcher.core.render import (
     shell_words,
 )
 from launcher.core.spec.container import container_options
-from launcher.core.spec.sections import Spec
+from launcher.core.spec.sections import Spec, VllmSection
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
@@ -233,6 +234,25 @@ def preflight_call(spec: Spec, node: NodeCommand, directory: str, request: dict[
 def preflight_port_call(directory: str, address: str) -> Call:
     """A port free on the head right now, for the preflight's store (the nodes' own python3)."""
     return script("preflight", directory, "port", address, timeout=30)
+
+
+def planning_call(directory: str, request: dict[str, Any]) -> Call:
+    """What a plan made elsewhere needs from the head: the model's small files, the vLLM build."""
+    return script("planning", directory, json.dumps(request), timeout=120)
+
+
+def catalog_call(vllm: VllmSection, cluster: str) -> Call:
+    """The head's own vLLM writes its flag catalog (flags, model traits): no weights, no device.
+
+    venv runtime: the venv's python; docker runtime: the image's, in a container without a
+    network that is removed after (labelled as the cluster's, so `down` would remove it).
+    """
+    if vllm.runtime == "venv":
+        return Call(shell_words([f"{vllm.venv}/bin/python", "-"]), script="catalog", timeout=900)
+    docker = ["docker", "run", "--rm", "--interactive", "--pull=never", "--network=none"]
+    label = f"--label={CONTAINER_LABEL}={cluster}"
+    words = [*docker, label, "--entrypoint", PYTHON, str(vllm.image), "-"]
+    return Call(shell_words(words), script="catalog", timeout=900)
 
 
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:

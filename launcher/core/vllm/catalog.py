@@ -10,15 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def parse_version(text: str) -> tuple[int, ...]:
-    """`0.33.0`, `0.33.0+cpu` or `v0.33` as a comparable tuple; ValueError otherwise."""
-    core = text.strip().lstrip("v").split("+")[0]
-    parts = core.split(".")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a release number: {text!r}")
-    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
-
-
 @dataclass(frozen=True)
 class Bounds:
     """The range a numeric option's value must keep, as its vLLM config field declares it."""
@@ -108,6 +99,7 @@ class Catalog:
     models: dict[str, ModelTraits] = field(default_factory=dict)
     mla_model_types: frozenset[str] = frozenset()
     speculative_methods: tuple[str, ...] = ()
+    source: str | None = None  # where it came from when not committed (learned from a node's vLLM)
 
     def get(self, key: str) -> Option | None:
         """The option named `key`, or None."""
@@ -119,8 +111,9 @@ class Catalog:
         return option is not None and option.deprecated is None
 
 
-def catalog_from_dict(data: dict[str, Any]) -> Catalog:
-    """A Catalog from the JSON document `scripts/gen_catalog.py` writes."""
+def catalog_from_dict(data: dict[str, Any], source: str | None = None) -> Catalog:
+    """A Catalog from the JSON document `scripts/gen_catalog.py` writes (`source`: whence, when
+    it is not a committed one)."""
     models = data.get("models", {})
     return Catalog(
         data["vllm_version"],
@@ -128,6 +121,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         {arch: ModelTraits(**traits) for arch, traits in models.get("architectures", {}).items()},
         frozenset(models.get("mla_model_types", ())),
         tuple(models.get("speculative", {}).get("methods", ())),
+        source,
     )
 
 
