@@ -183,7 +183,9 @@ def _libraries() -> tuple[str, ...]:
 
 @pytest.mark.parametrize("path", NODE_SCRIPTS, ids=[p.stem for p in NODE_SCRIPTS])
 def test_node_scripts_need_nothing_but_the_standard_library(path: Path) -> None:
-    extra = {"vllm"} if path.stem in ("probe", "catalog", "traits") else {"torch"} if path.stem == "preflight" else set()
+    extra = {"probe": {"vllm"}, "catalog": {"vllm"}, "traits": {"vllm"}, "preflight": {"torch"}}.get(
+        path.stem, set()
+    )
     # Other node scripts (libraries, or a script it borrows from) are inlined by bundle().
     roots = {n.split(".")[0] for n in imports_of(path) if not n.startswith("launcher.node.scripts.")}
     assert roots <= set(sys.stdlib_module_names) | {"__future__"} | extra
