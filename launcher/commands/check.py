@@ -15,6 +15,7 @@ from typing import Any
 
 from launcher.commands.inputs import gather
 from launcher.commands.listening import Listener
+from launcher.commands.preflight import preflight_rows_of
 from launcher.core import remote
 from launcher.core.answers.facts import Facts
 from launcher.core.answers.probe import Probed, connected
@@ -30,6 +31,7 @@ from launcher.core.checks import (
     network_rows,
     planned_model_rows,
     probe_rows,
+    regression_rows,
     vllm_rows,
 )
 from launcher.core.checks.memory import budgets
@@ -76,7 +78,7 @@ class NodesDisagree(SparkLaunchError):
         return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
-def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
+def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False, collective: bool = True) -> Report:
     """Gather, test and compare everything; a Report with one row per compared item.
 
     The probe (each node's vLLM resolving its command) runs alongside the other questions,
@@ -86,11 +88,15 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Repo
     early = probe and cluster.spec.vllm.runtime == "venv"
     with ThreadPoolExecutor(max_workers=1) as pool:
         probing = pool.submit(_probe, cluster, fresh) if early else None
-        return _check(cluster, probing, probe_late=probe and not early, fresh=fresh)
+        return _check(cluster, probing, probe_late=probe and not early, fresh=fresh, collective=collective)
 
 
 def _check(
-    cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
+    cluster: Cluster,
+    probing: Future[dict[str, dict[str, Any]]] | None,
+    probe_late: bool,
+    fresh: bool,
+    collective: bool,
 ) -> Report:
     spec, plan = cluster.spec, cluster.plan
     answers = gather(cluster)
@@ -106,10 +112,12 @@ def _check(
     rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
     rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
-    rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)
     weighed = budgets(spec, plan, facts)
+    runnable = _runnable(spec.vllm.runtime, facts)
+    rows += preflight_rows_of(cluster, facts, runnable) if collective else []
     resolved = None
-    if _runnable(spec.vllm.runtime, facts):
+    if runnable:
         resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
     if resolved is not None:
         cached = {

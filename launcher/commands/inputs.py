@@ -29,6 +29,8 @@ def gather(cluster: Cluster) -> dict[str, Facts | SparkLaunchError]:
             "interface": node.interface,
             "address": node.address,
             "ports": ports if name == cluster.head.name else [],
+            "hcas": list(node.hca),
+            "docker": spec.vllm.runtime == "docker",
         }
         agent = cluster.agents[name]
         found = agent.facts(request)

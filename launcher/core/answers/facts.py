@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
+from launcher.core.answers.hosts import HostDetails, host_details
 from launcher.core.answers.read import MAX_BYTES, At, BadAnswer, Refused, strings
 from launcher.core.answers.run import failed
 from launcher.core.sync.manifest import Manifest
@@ -105,6 +106,7 @@ class Facts(TypedDict, total=False):
     env: dict[str, str]
     network: NetworkFacts
     host: HostFacts
+    host_details: HostDetails
     tools: ToolFacts
     memory: MemoryFacts
     models: dict[str, Manifest]
@@ -123,6 +125,7 @@ def facts(raw: object) -> Facts:
         env={k: v.text() for k, v in at.field("env").entries(_env_name, 10_000).items()},
         network=_network(at.field("network")),
         host=host(at.field("host")),
+        host_details=host_details(at.field("host_details")),
         tools=ToolFacts(
             py_spy=at.field("tools").maybe("py_spy", At.absolute),
             ptrace=at.field("tools").field("ptrace").name(),

@@ -16,6 +16,7 @@ from launcher.node.scripts.common import (  # inlined when sent
     read_text,
     run_directory,
 )
+from launcher.node.scripts.hostinfo import host_details  # inlined when sent
 from launcher.node.scripts.inputs import engine_env  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint, vllm_distribution  # inlined when sent
 from launcher.node.scripts.memory import memory_facts  # inlined when sent
@@ -145,6 +146,7 @@ def facts(directory: str, request: str) -> None:
         env=env_facts(),
         network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
         host=host_facts(),
+        host_details=host_details(ask, site_packages(ask["venv"]) if ask.get("venv") else None),
         tools=tool_facts(ask.get("venv")),
         memory=memory_facts(ask.get("model")),
     )
