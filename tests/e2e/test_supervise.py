@@ -108,7 +108,9 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
         "stopping",
         "stopped",
     ]
-    assert events(log)[3]["node"] == "node2" and events(log)[6]["node"] == "node1"
+    # node2's rank was killed; the head's engine ends within a second of losing it, so the first
+    # exit the supervisor hears of may be either rank's (each node's watch polls on its own tick)
+    assert events(log)[3]["node"] in {"node1", "node2"} and events(log)[6]["node"] == "node1"
     _the_frozen_ranks_stacks_are_in_its_receipt(events(log)[5], state_home, frozen_run)
     assert all(set(e) == {"time", "cluster", "node", "what", "why", "action"} for e in events(log))
     assert marked_processes() == []
