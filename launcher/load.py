@@ -5,11 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.plan import Plan, PlanProblems, build_plan
-from launcher.core.receipts.release import Comparison, compare_release
 from launcher.core.spec.checks import release_problem
 from launcher.core.spec.sections import Spec
 from launcher.core.spec.validate import validate_spec
@@ -17,6 +16,9 @@ from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_docu
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, model_facts
 from launcher.errors import ExitStatus, Problem, SparkLaunchError, one_line
+
+if TYPE_CHECKING:  # only --compare-release needs it: not paid by every plan
+    from launcher.core.receipts.release import Comparison
 
 
 class UnknownRelease(SparkLaunchError):
@@ -101,6 +103,8 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
 
 def compare_file(path: str | Path, version: str) -> Comparison:
     """Plan a spec file for its release and for `version`; what moving to `version` changes."""
+    from launcher.core.receipts.release import compare_release
+
     spec, plan = plan_file(path)
     if version not in known_versions():
         raise UnknownRelease(

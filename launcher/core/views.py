@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.core.plan import Plan
-from launcher.core.remote import Call
 from launcher.core.render import pretty_command, shown_word
 from launcher.errors import one_line
+
+if TYPE_CHECKING:  # the dry run's calls: `plan` itself needs none of the node side
+    from launcher.core.remote import Call
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
