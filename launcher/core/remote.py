@@ -132,6 +132,19 @@ def load_command() -> str:
     return "docker load"
 
 
+def image_reach_call(directory: str, hosts: dict[str, str], default_rsh: str) -> Call:
+    """On the head: can its remote shell reach each target (by name: [user@]address), with docker there?"""
+    job = {"targets": hosts, "default_rsh": default_rsh}
+    return script("imagecopy", directory, "reach", json.dumps(job), timeout=90)
+
+
+def image_send_call(directory: str, image: str, hosts: dict[str, str], default_rsh: str) -> Call:
+    """On the head: `docker save` into `docker load` on every target, node to node over OpenSSH."""
+    job = {"image": image, "targets": hosts, "default_rsh": default_rsh}
+    about = "docker save | ssh TARGET docker load, for each target"
+    return script("imagecopy", directory, "send", json.dumps(job), timeout=0, about=about)
+
+
 def listen_call(directory: str, address: str, port: int, expect: int, seconds: float) -> Call:
     """Accept `expect` TCP connections on address:port within `seconds`."""
     return script("net", directory, "listen", address, str(port), str(expect), str(seconds))

@@ -35,6 +35,7 @@ NAMES = (
     "transfer",
     "prepare",
     "image",
+    "imagecopy",
     "drop",
     "gather",
     "stacks",
