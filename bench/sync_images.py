@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -75,7 +76,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--no-relay", action="store_true", help="leave out `sync images --relay`")
     args = parser.parse_args()
-    sides = {"plain": plain_pipe, "sync": sync, **({} if args.no_relay else {"relay": lambda: sync("--relay")})}
+    sides: dict[str, Callable[[], float]] = {"plain": plain_pipe, "sync": sync}
+    if not args.no_relay:
+        sides["relay"] = lambda: sync("--relay")
     times: dict[str, list[float]] = {name: [] for name in sides}
     with bed_with_engines():
         size = int(engine("node1", "image", "inspect", "--format", "{{.Size}}", TAG).stdout)
