@@ -234,14 +234,19 @@ def discover_call(directory: str, request: dict[str, Any]) -> Call:
 SYNC_DIR = "sync"  # under the run directory: job files, the transfer script, relay sockets
 
 
-def manifest_call(directory: str, path: str) -> Call:
-    """The model directory's manifest (cached hashes reused), indexes, free space, what is not writable."""
-    return script("manifest", directory, json.dumps({"path": path}), timeout=600)
+ADOPT_LIMIT = 1 << 17  # a request travels as one argument (Linux takes up to 128 KiB)
 
 
-def prehash_call(directory: str, path: str, expect: dict[str, list[int]]) -> Call:
-    """On a target while a copy runs: hash each file as soon as it is complete (size, mtime)."""
-    return script("manifest", directory, json.dumps({"path": path, "watch": expect}), timeout=0)
+def manifest_call(directory: str, path: str, adopt: dict[str, list[Any]] | None = None) -> Call:
+    """The model directory's manifest (cached hashes reused), indexes, free space, what is not writable.
+
+    `adopt` ({file: [size, mtime, sha256]}): files a copy has just written and proven (see
+    `transfer_calls`), recorded as hashed when the node finds them at that size and mtime.
+    """
+    request: dict[str, Any] = {"path": path, **({"adopt": adopt} if adopt else {})}
+    if len(json.dumps(request)) > ADOPT_LIMIT:  # too many to pass: the node hashes them instead
+        request = {"path": path}
+    return script("manifest", directory, json.dumps(request), timeout=600)
 
 
 def handover_call(directory: str, name: str, job: dict[str, Any]) -> tuple[Call, str]:
@@ -279,10 +284,27 @@ def install_transfer_call(directory: str) -> Call:
 
 
 def transfer_calls(
-    directory: str, name: str, argv: tuple[str, ...], files: tuple[str, ...], default_rsh: str, relay: bool
+    directory: str,
+    name: str,
+    argv: tuple[str, ...],
+    files: dict[str, str],
+    default_rsh: str,
+    relay: bool,
+    root: str,
 ) -> tuple[Call, Call]:
-    """On the source: hand over the job (rsync's argv and file list), then run it with progress."""
-    job = {"argv": list(argv), "files": list(files), "default_rsh": default_rsh, "relay": relay}
+    """On the source: hand over the job (rsync's argv and file list), then run it with progress.
+
+    `files` maps each file to the sha256 the source's manifest gave it: the script answers
+    which of them rsync sent and still hold those bytes on the source (`verified`).
+    """
+    job = {
+        "argv": list(argv),
+        "files": sorted(files),
+        "attest": files,
+        "root": root,
+        "default_rsh": default_rsh,
+        "relay": relay,
+    }
     handover, job_path = handover_call(directory, name, job)
     program = f"{directory}/{SYNC_DIR}/transfer.py"
     run = Call(

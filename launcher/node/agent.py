@@ -91,8 +91,15 @@ class Agent:
         """What `check` compares, gathered on the node."""
         return self.ask(remote.facts_call(self.dir, request))
 
-    def manifest(self, path: str, on_event: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-        """A model directory's manifest; hashing progress goes to `on_event` as it comes."""
+    def manifest(
+        self,
+        path: str,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+        adopt: dict[str, list[Any]] | None = None,
+    ) -> dict[str, Any]:
+        """A model directory's manifest; hashing progress goes to `on_event` as it comes.
+
+        `adopt`: files a copy has just proven, recorded as hashed (`remote.manifest_call`)."""
         answer: dict[str, Any] = {}
 
         def on_line(line: str) -> None:
@@ -104,7 +111,7 @@ class Agent:
                 else:
                     answer.update(data)
 
-        result = self.stream(remote.manifest_call(self.dir, path), on_line)
+        result = self.stream(remote.manifest_call(self.dir, path, adopt), on_line)
         if not answer:
             raise NodeError(
                 self.node,

@@ -1,9 +1,13 @@
 """The copy itself: every target at once, rsync from the source, then verified by manifest.
 
 Direct: the source runs rsync to the target's fabric address over its own SSH.
-Relayed: through this machine (`sync.relay`). Either way the target hashes each file as soon
-as the copy has finished it (into its manifest cache), so the check after the copy, which
-must find the source's manifest, mostly reads the cache.
+Relayed: through this machine (`sync.relay`). Either way the check after the copy is the
+target's manifest, which must equal the source's. rsync already proves each file it sends
+(a whole-file checksum of the source's bytes, computed on both sides, compared by the
+receiver): the source's transfer script names the sent files whose bytes are still the ones
+its manifest hashed, and the target records their sha256 from that proof instead of
+reading them again, so the copy gets the cores to itself. Whatever is not so proven (a
+file changed on the source meanwhile, one rsync did not send) the target hashes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from launcher.core.sync.report import DirPlan, NodeOutcome
 from launcher.core.sync.transfer import DEFAULT_RSH, CopyProgress, plan_transfer, remote_target, rsync_argv
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import NodeError, Stream
+from launcher.node.executor import NodeError
 
 TRIES = 2  # a copy whose result still differs is made once more
 
@@ -92,6 +96,7 @@ class _TargetCopy:
         self.progress = CopyProgress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now)
         self.base = 0  # bytes of the directories done (progress counts across them)
         self.sent, self.copying, self.verifying = 0, 0.0, 0.0
+        self.proven, self.hashed = 0, 0  # files rsync proved; bytes the target hashed to verify
 
     def run(self) -> NodeOutcome:
         """Every directory, one after the other; the target's outcome."""
@@ -104,6 +109,8 @@ class _TargetCopy:
             sent_bytes=self.sent,
             copy_seconds=self.copying,
             verify_seconds=self.verifying,
+            proven_files=self.proven,
+            hashed_bytes=self.hashed,
         )
 
     def _directory(self, plan: DirPlan, name: str) -> None:
@@ -114,21 +121,16 @@ class _TargetCopy:
                 return
             if current.prepare or attempt:
                 self._prepare(current, name)
-            began = copied = time.monotonic()
-            answer = None
-            if current.transfer.send:
-                watcher = Prehash.start(self.cluster, self.node, want, current)
-                try:
-                    self._send(current, name)
-                finally:
-                    copied = time.monotonic()
-                    answer = watcher.finish()
+            began = time.monotonic()
+            proven = self._send(current, name, want) if current.transfer.send else {}
+            copied = time.monotonic()
             self.sent += current.transfer.send_bytes
             self.reporter.info(
                 f"{self.node}: verifying {plan.label} {plan.path}" + (" again" if attempt else "")
             )
-            if answer is None:  # the watch did not end with the whole directory's manifest
-                answer = self.cluster.agents[self.node].manifest(plan.path)
+            answer = self.cluster.agents[self.node].manifest(plan.path, adopt=proven)
+            self.proven += int(answer.get("adopted") or 0)
+            self.hashed += int(answer.get("hashed_bytes") or 0)
             have = Manifest.of(answer)
             self.copying += copied - began
             self.verifying += time.monotonic() - copied
@@ -150,14 +152,16 @@ class _TargetCopy:
                 self.node, f"cannot make {plan.path} ready: {detail}", "check the owner and mode there"
             )
 
-    def _send(self, plan: DirPlan, name: str) -> None:
-        """rsync the directory's files from the source to the target, reporting progress."""
+    def _send(self, plan: DirPlan, name: str, want: Manifest) -> dict[str, list[Any]]:
+        """rsync the directory's files from the source to the target, reporting progress; the
+        files rsync proved, as the target's manifest adopts them ({file: [size, mtime, sha256]})."""
         node = next(n for n in self.cluster.spec.nodes if n.name == self.node)
         bwlimit = int(self.options.bwlimit * 1e6 / 1024) if self.options.bwlimit else None
         argv = rsync_argv(plan.path, remote_target(node.address, node.ssh, plan.path), bwlimit)
         agent = self.cluster.agents[self.source]
+        files = {rel: want.files[rel].sha256 for rel in plan.transfer.send}
         handover, run = remote.transfer_calls(
-            agent.dir, name, argv, plan.transfer.send, DEFAULT_RSH, self.options.relay
+            agent.dir, name, argv, files, DEFAULT_RSH, self.options.relay, plan.path
         )
         agent.run(handover).checked(self.source, "handing over the transfer job")
         if self.options.relay:
@@ -171,6 +175,8 @@ class _TargetCopy:
                 f"{answer.get('error') or 'no output'}",
                 "run sync models again: it continues where it stopped",
             )
+        verified = [rel for rel in answer.get("verified") or [] if rel in files and rel in want.mtimes]
+        return {rel: [want.files[rel].size, want.mtimes[rel], files[rel]] for rel in verified}
 
     def _advanced(self, event: dict[str, Any]) -> None:
         self.progress = self.progress.advance(self.base + int(event["bytes"]), time.monotonic())
@@ -192,58 +198,3 @@ def _direct(
 
     cluster.agents[source].stream(run, on_line)
     return answer
-
-
-class Prehash:
-    """The target hashing the copied files as they complete (the manifest script's `watch`)."""
-
-    LIMIT = 1 << 17  # its request travels as one argument: beyond this, the check hashes all
-
-    def __init__(self, stream: Stream | None) -> None:
-        self.stream = stream
-        self.answer: dict[str, Any] | None = None  # the directory's manifest, when all were hashed
-        self.idle = threading.Event()
-        self.ended = threading.Event()
-        if stream is None:
-            self.ended.set()
-        else:
-            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    @classmethod
-    def start(cls, cluster: Cluster, node: str, want: Manifest, plan: DirPlan) -> Prehash:
-        """Start watching the files `plan` sends (known sizes and mtimes), or nothing."""
-        expect = {
-            rel: [want.files[rel].size, want.mtimes[rel]] for rel in plan.transfer.send if rel in want.mtimes
-        }
-        agent = cluster.agents[node]
-        call = remote.prehash_call(agent.dir, plan.path, expect)
-        if not expect or len(call.command) > cls.LIMIT:
-            return cls(None)
-        return cls(agent.open(call))
-
-    def _read(self, stream: Stream) -> None:
-        buffer = b""
-        try:
-            for chunk in iter(lambda: stream.recv(1 << 16), b""):
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if line.startswith(b"{"):
-                        data = json.loads(line)
-                        (self.idle.set if data.get("event") == "idle" else self.idle.clear)()
-                        if "files" in data:
-                            self.answer = data
-        except (OSError, EOFError, ValueError):
-            pass  # it went away: the check after the copy hashes what it did not
-        finally:
-            self.ended.set()
-
-    def finish(self, limit: float = 3600) -> dict[str, Any] | None:
-        """After the copy: let it hash what the copy finished (until it is done or idle), then stop
-        it. The manifest of the whole directory it ends with, if it got that far."""
-        self.idle.clear()
-        deadline = time.monotonic() + limit
-        while not self.ended.wait(0.05) and not self.idle.is_set() and time.monotonic() < deadline:
-            pass
-        if self.stream is not None:
-            self.stream.close()
-        return self.answer

@@ -6,6 +6,7 @@ file's size, mtime, ctime, inode and device: a second run re-hashes nothing that
 change, and a same-size rewrite whose mtime was put back is still caught (every write
 moves ctime, and a replaced file has a new inode). Also reported: the safetensors indexes'
 shard names, the free space where the model is (or would be) and what cannot be written.
+After a copy, the files rsync proved are recorded as hashed without reading them (`adopt`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ CACHE_NAME = ".spark-launch-manifest.json"
 SKIP_TOP = (CACHE_NAME, ".cache")  # our cache; Hugging Face's download state (locks, metadata)
 CACHE_VERSION = 1
 BLOCK = 8 << 20  # read size: big blocks keep hashing at disk speed
-SETTLE = 0.5  # seconds a copied file's attributes must be unchanged before it is hashed
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # hashlib releases the GIL: files hash in parallel
 
 
@@ -158,42 +158,24 @@ def manifest(root: str) -> dict[str, Any]:
     }
 
 
-def watch(root: str, expect: dict[str, list[int]]) -> None:
-    """While a copy runs: hash each expected file once the copy has finished it (the source's
-    size and mtime: rsync sets the mtime last), into the cache, so that the check after the
-    copy finds them hashed. Ends when all are hashed; says `idle` while none is ready.
-
-    Only an optimization: the manifest after the copy re-hashes any file whose cache key
-    (size, mtime, ctime, inode) moved since, so a file changed later is never trusted.
-    """
-    pending, entries, done = dict(expect), load_cache(root), 0
-    while pending:
-        ready = {}
-        for rel, (size, mtime) in pending.items():
-            try:
-                st = os.stat(os.path.join(root, rel))
-            except OSError:
-                continue
-            # rsync sets the mtime, then the mode: let the last change settle before hashing
-            if st.st_size == size and int(st.st_mtime) == mtime and time.time() - st.st_ctime > SETTLE:
-                ready[rel] = cache_key(st)
-        if not ready:
-            emit(event="idle", bytes=done, pending=len(pending))
-            time.sleep(0.5)
+def adopt(root: str, proven: dict[str, list[Any]]) -> int:
+    """Record, as hashed, files a copy has just written and proven ({file: [size, mtime, sha256]}):
+    rsync checked each against a whole-file checksum of the source's bytes, whose sha256 the
+    source's manifest holds. Only a file found at that size and mtime (rsync sets the mtime
+    last) is recorded, under its cache key now: any later write moves that key and is hashed
+    anew. The number of files recorded."""
+    entries, recorded = load_cache(root), 0
+    for rel, (size, mtime, digest) in proven.items():
+        try:
+            st = os.stat(os.path.join(root, rel))
+        except OSError:
             continue
-        hashes, _ = hash_files(root, sorted(ready), sum(k[0] for k in ready.values()))
-        for rel, digest in hashes.items():
-            try:
-                if cache_key(os.stat(os.path.join(root, rel))) == ready[rel]:
-                    entries[rel] = [*ready[rel], digest]
-                    done += ready[rel][0]
-                    del pending[rel]
-            except OSError:
-                pass
+        if st.st_size == size and int(st.st_mtime) == mtime:
+            entries[rel] = [*cache_key(st), digest]
+            recorded += 1
+    if recorded:
         save_cache(root, entries)
-        emit(event="prehashed", bytes=done, pending=len(pending))
-    # All hashed: the directory's manifest (from the cache now) is the check after the copy.
-    emit(ok=True, path=root, exists=True, room=room(root), watched=done, **manifest(root))
+    return recorded
 
 
 def indexes(root: str, files: dict[str, os.stat_result]) -> dict[str, Any]:
@@ -231,18 +213,20 @@ def room(root: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    """manifest DIR REQUEST_JSON: {"path": the model directory[, "watch": {file: [size, mtime]}]}"""
+    """manifest DIR REQUEST_JSON: {"path": the model directory[, "adopt": {file: [size, mtime, sha256]}]}"""
     request = json.loads(argv[1])
     path = request["path"]
     started = time.monotonic()
     try:
-        if "watch" in request:
-            return watch(path, request["watch"])
         if not os.path.isdir(path):
             emit(ok=True, path=path, exists=False, room=room(path))
             return
+        adopted = adopt(path, request["adopt"]) if request.get("adopt") else 0
         found = manifest(path)
-        emit(ok=True, path=path, exists=True, room=room(path), seconds=time.monotonic() - started, **found)
+        emit(
+            ok=True, path=path, exists=True, room=room(path), seconds=time.monotonic() - started,
+            adopted=adopted, **found,
+        )  # fmt: skip
     except OSError as exc:
         emit(ok=False, path=path, error=f"{type(exc).__name__}: {exc}")
 
