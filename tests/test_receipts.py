@@ -282,12 +282,11 @@ def test_up_locked_refuses_a_node_that_moved_before_anything_starts(tmp_path: Pa
         {
             ("*", "lock"): lambda w: {"ok": True},
             ("*", "status"): lambda w: {"ok": True, "alive": False, "processes": 0, "state": None},
-            ("*", "facts"): lambda w: {
-                k: v for k, v in answers[w[3].rsplit("/", 1)[-1]].items() if k != "models"
-            },
-            ("*", "manifest"): lambda w: {
-                "ok": True,
-                **answers[w[3].rsplit("/", 1)[-1]]["models"]["/models/m"],
+            ("*", "facts"): lambda w: {  # one call: the facts with the model's manifest
+                **answers[w[3].rsplit("/", 1)[-1]],
+                "models": {
+                    "/models/m": {"ok": True, **answers[w[3].rsplit("/", 1)[-1]]["models"]["/models/m"]}
+                },
             },
         }
     )

@@ -1,17 +1,19 @@
 """`spark-launch check`: ask every node, in parallel, what would make it start differently.
 
 Facts per node (one SSH call each): the vLLM install, the environment vLLM will inherit,
-the interface and address, free ports, GPUs and memory; then the manifest of each model
-directory (sha256 per file, cached beside the model: seconds when nothing changed). Then a real
-TCP connection from every worker to a listener on the head, and the resolve probe: each
-node's own vLLM runs create_engine_config() on exactly the argv and env it will run (for
-the docker runtime: inside the image, as `up` would start the container).
+the interface and address, free ports, GPUs and memory, and the manifest of each model
+directory (sha256 per file, cached beside the model: seconds when nothing changed). While
+the head answers, it listens on the master port, and every worker makes a real TCP
+connection to it as soon as it does. Alongside, the resolve probe: each node's own vLLM
+runs create_engine_config() on exactly the argv and env it will run (for the docker
+runtime: inside the image, as `up` would start the container), answered from the node's
+cache when nothing it depends on changed. Nothing waits for anything it does not need:
+the check takes about as long as its slowest node's slowest question.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -67,20 +69,19 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Repo
     """Gather, test and compare everything; a Report with one row per compared item.
 
     The probe (each node's vLLM resolving its command) runs alongside the other questions,
-    answered from each node's cache when nothing it depends on changed (`fresh`: resolve anyway).
-    docker runtime: the probe runs inside the image once every node is known to hold it.
+    answered from each node's cache when nothing it depends on changed (`fresh`: resolve
+    anyway). Its answer counts only where every node holds the vLLM it runs (the venv, or
+    the image: without it, `docker run --pull=never` ends at once).
     """
-    early = probe and cluster.spec.vllm.runtime == "venv"
     with ThreadPoolExecutor(max_workers=1) as pool:
-        probing = pool.submit(_probe, cluster, fresh) if early else None
-        return _check(cluster, probing, probe_late=probe and not early, fresh=fresh)
+        probing = pool.submit(_probe, cluster, fresh) if probe else None
+        return _check(cluster, probing)
 
 
-def _check(
-    cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None, probe_late: bool, fresh: bool
-) -> Report:
+def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) -> Report:
     spec, plan = cluster.spec, cluster.plan
-    answers = gather(cluster)
+    reach = _Reach(cluster)
+    answers = gather(cluster, reach.on_listening)
     reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
     rows = [
@@ -90,11 +91,11 @@ def _check(
     if len(facts) < len(answers):
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
-    rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
+    rows += network_rows(spec, plan, facts, reach.result(facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
     resolved = None
-    if _runnable(spec.vllm.runtime, facts):
-        resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
+    if _runnable(spec.vllm.runtime, facts) and probing is not None:
+        resolved = probing.result()
     if resolved is not None:
         cached = {
             n: "from the node's cache" if r.get("cached") else "resolved now" for n, r in resolved.items()
@@ -112,34 +113,46 @@ def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
     return all(f["vllm"].get(key) for f in facts.values())
 
 
-def _reachability(cluster: Cluster, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """A listener on the head's master port, and a real connection to it from every worker."""
-    head = cluster.head
-    workers = cluster.names[1:]
-    port = cluster.plan.master_port
-    if not workers or facts[head.name].get("ours_running"):
-        return {}
-    answered = threading.Event()  # the listener listens, or says why it cannot
-    answer: dict[str, Any] = {}
+class _Reach:
+    """A real connection from every worker to the head's master port, made while the nodes
+    gather their facts: the head listens inside its facts call, and says so; each worker
+    connects as soon as it does."""
 
-    def on_line(line: str) -> None:
-        if line.startswith("{"):
-            answer.update(json.loads(line))
-            answered.set()
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.workers = cluster.names[1:]
+        self.said: dict[str, Any] | None = None  # the head's word: listening, or why not
+        self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.workers)))
+        self.connects: dict[str, Future[dict[str, Any]]] = {}
 
-    agent = cluster.agents[head.name]
-    call = remote.listen_call(agent.dir, head.address, port, len(workers), 15)
-    listener = threading.Thread(target=agent.stream, args=(call, on_line), daemon=True)
-    listener.start()
-    if not answered.wait(20) or not answer.get("listening"):
-        listener.join(20)
-        return dict.fromkeys(workers, f"no listener on the head: {answer.get('error', 'timed out')}")
-    results = fan_out(
-        workers,
-        lambda w: cluster.agents[w].ask(remote.connect_call(cluster.agents[w].dir, head.address, port, 5)),
-    )
-    listener.join(20)
-    return {w: _connected(r) for w, r in results.items()}
+    def on_listening(self, event: dict[str, Any]) -> None:
+        """The head listens (or cannot): every worker connects now."""
+        if event.get("event") != "listening":
+            return
+        self.said = event
+        head, port = self.cluster.head.address, self.cluster.plan.master_port
+        if event.get("listening"):
+            for w in self.workers:
+                agent = self.cluster.agents[w]
+                self.connects[w] = self.pool.submit(agent.ask, remote.connect_call(agent.dir, head, port, 5))
+
+    def result(self, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+        """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
+        try:
+            if not self.workers or facts[self.cluster.head.name].get("ours_running") or self.said is None:
+                return {}
+            if not self.said.get("listening"):
+                return dict.fromkeys(self.workers, f"no listener on the head: {self.said.get('error')}")
+            return {w: _connected(_outcome(self.connects[w])) for w in self.workers}
+        finally:
+            self.pool.shutdown(wait=False)
+
+
+def _outcome(future: Future[dict[str, Any]]) -> dict[str, Any] | SparkLaunchError:
+    try:
+        return future.result()
+    except SparkLaunchError as exc:
+        return exc
 
 
 def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:

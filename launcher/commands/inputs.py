@@ -1,12 +1,15 @@
 """What each node feeds its vLLM, gathered at once on every node: facts and model manifests.
 
 Shared by `check` (which compares them), `lock` (which writes them down), `diff ... now` and
-`up --locked` (which compare them with a lock or a run). One SSH call for the facts per node,
-one per model directory for its manifest (cached beside the model: seconds when unchanged).
+`up --locked` (which compare them with a lock or a run). One SSH call per node answers it
+all: the facts and the manifest of each model directory (cached beside the model: seconds
+when unchanged). For `check`, the head's call also listens on the master port meanwhile
+(`listen`), and says when, so that the workers can connect to it at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from launcher.core.checks.model import weight_bytes
@@ -14,31 +17,55 @@ from launcher.core.render import container_name
 from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import fan_out
+from launcher.node.executor import NodeError, fan_out
+
+LISTEN_SECONDS = 15  # how long the head waits for the workers' connections
 
 
-def gather(cluster: Cluster) -> dict[str, dict[str, Any] | SparkLaunchError]:
-    """Every node's facts (vLLM install, engine env, network, host, memory) and manifests."""
+def gather(
+    cluster: Cluster, on_listening: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, dict[str, Any] | SparkLaunchError]:
+    """Every node's facts (vLLM install, engine env, network, host, memory) and manifests.
+
+    With `on_listening`, the head listens on the master port for every worker while it
+    answers, and `on_listening` gets its word as soon as it listens (or cannot).
+    """
     spec, plan = cluster.spec, cluster.plan
     ports = sorted({plan.api_port, plan.master_port})
+    paths = [path for _, path in model_dirs(spec)]
 
     def ask(name: str) -> dict[str, Any]:
         node = next(n for n in spec.nodes if n.name == name)
-        request = {
+        head = name == cluster.head.name
+        request: dict[str, Any] = {
             "venv": spec.vllm.venv,
             "image": spec.vllm.image,
             "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
             "interface": node.interface,
             "address": node.address,
-            "ports": ports if name == cluster.head.name else [],
+            "ports": ports if head else [],
+            "models": paths,
         }
+        listens = head and on_listening is not None and len(plan.nodes) > 1
+        if listens:
+            expect = len(plan.nodes) - 1
+            request["listen"] = {"port": plan.master_port, "expect": expect, "seconds": LISTEN_SECONDS}
         agent = cluster.agents[name]
-        found = agent.facts(request)
-        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
+        found = agent.facts(request, on_listening if listens else None)
+        found["models"] = {path: _model(name, (found.get("models") or {}).get(path)) for path in paths}
         found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
         return found
 
     return fan_out(cluster.names, ask)
+
+
+def _model(node: str, answer: dict[str, Any] | None) -> dict[str, Any]:
+    """One model directory's manifest from the facts' answer; a NodeError when it could not be read."""
+    if not isinstance(answer, dict):
+        raise NodeError(node, "the facts answer has no manifest of the model", "the node needs python3 3.8+")
+    if not answer.get("ok"):
+        raise NodeError(node, f"cannot read the model directory {answer.get('path')}: {answer.get('error')}")
+    return answer
 
 
 def gathered(cluster: Cluster) -> dict[str, dict[str, Any]]:

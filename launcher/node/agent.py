@@ -87,9 +87,33 @@ class Agent:
         """The image as the node's engine holds it, and the engine's free space."""
         return self.ask(remote.image_call(self.dir, image))
 
-    def facts(self, request: dict[str, Any]) -> dict[str, Any]:
-        """What `check` compares, gathered on the node."""
-        return self.ask(remote.facts_call(self.dir, request))
+    def facts(
+        self, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None] | None = None
+    ) -> dict[str, Any]:
+        """What `check` compares, gathered on the node; its events (the listener's) to `on_event`."""
+        call = remote.facts_call(self.dir, request)
+        if on_event is None:
+            return self.ask(call)
+        answer: dict[str, Any] = {}
+
+        def on_line(line: str) -> None:
+            if line.startswith("{"):
+                data = json.loads(line)
+                if "event" in data:
+                    on_event(data)
+                else:
+                    answer.clear()
+                    answer.update(data)
+
+        result = self.stream(call, on_line)
+        if not answer:
+            detail = " / ".join(result.stderr.strip().splitlines()[-3:])
+            raise NodeError(
+                self.node,
+                f"the node script facts failed (exit {result.exited}): {detail or 'no output'}",
+                "the node needs python3 (3.8 or newer) on its PATH",
+            )
+        return answer
 
     def manifest(
         self,

@@ -19,7 +19,9 @@ from launcher.node.scripts.common import (  # inlined when sent
 )
 from launcher.node.scripts.inputs import engine_env  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
+from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
 from launcher.node.scripts.memory import memory_facts  # inlined when sent
+from launcher.node.scripts.net import listener  # inlined when sent
 from launcher.node.scripts.stacks import tool_facts  # inlined when sent
 
 
@@ -134,19 +136,37 @@ def host_facts() -> dict[str, Any]:
 
 
 def facts(directory: str, request: str) -> None:
-    """Everything `check` compares across nodes, gathered on this node."""
+    """Everything `check` compares across nodes, gathered on this node: one call answers it all.
+
+    With "models": [paths], each model directory's manifest too. With "listen" (the head:
+    {"port", "expect", "seconds"}), once its ports are known free it listens on the master
+    port and says so at once ({"listening": ...}), so that the launcher has the workers
+    connect while the facts are gathered; it stays until they came (or the deadline). Not
+    while this cluster runs here: its own vLLM holds that port.
+    """
     ask = json.loads(request)
+    running = bool(our_processes(node_prefix(directory))) or bool(
+        ask.get("container") and container_state(ask["container"])["running"]
+    )
+    network = network_facts(ask["interface"], ask["address"], ask.get("ports", []))  # before we listen
+    said, waiting = None, None
+    if ask.get("listen") and not running:
+        port, expect, seconds = (ask["listen"][k] for k in ("port", "expect", "seconds"))
+        said, waiting = listener(ask["address"], int(port), int(expect), float(seconds))
+        emit(event="listening", listening=said["listening"], port=said.get("port"), error=said.get("error"))
     emit(
         ok=True,
-        ours_running=bool(our_processes(node_prefix(directory)))
-        or bool(ask.get("container") and container_state(ask["container"])["running"]),
+        ours_running=running,
         vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
         env=env_facts(),
-        network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
+        network=network,
         host=host_facts(),
         tools=tool_facts(ask.get("venv")),
         memory=memory_facts(ask.get("model")),
+        models={path: manifest_answer(path) for path in ask.get("models", [])},
     )
+    if waiting is not None:
+        waiting.join()  # the workers are connecting: a process that ended would refuse them
 
 
 def main(argv: list[str]) -> None:

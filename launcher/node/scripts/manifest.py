@@ -212,23 +212,25 @@ def room(root: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> None:
-    """manifest DIR REQUEST_JSON: {"path": the model directory[, "adopt": {file: [size, mtime, sha256]}]}"""
-    request = json.loads(argv[1])
-    path = request["path"]
+def manifest_answer(path: str, proven: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+    """The directory's manifest answer (after adopting `proven`), or where it would go, or why not."""
     started = time.monotonic()
     try:
         if not os.path.isdir(path):
-            emit(ok=True, path=path, exists=False, room=room(path))
-            return
-        adopted = adopt(path, request["adopt"]) if request.get("adopt") else 0
+            return {"ok": True, "path": path, "exists": False, "room": room(path)}
+        adopted = adopt(path, proven) if proven else 0
         found = manifest(path)
-        emit(
-            ok=True, path=path, exists=True, room=room(path), seconds=time.monotonic() - started,
-            adopted=adopted, **found,
-        )  # fmt: skip
+        seconds = time.monotonic() - started
+        return {"ok": True, "path": path, "exists": True, "room": room(path), "seconds": seconds,
+                "adopted": adopted, **found}  # fmt: skip
     except OSError as exc:
-        emit(ok=False, path=path, error=f"{type(exc).__name__}: {exc}")
+        return {"ok": False, "path": path, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def main(argv: list[str]) -> None:
+    """manifest DIR REQUEST_JSON: {"path": the model directory[, "adopt": {file: [size, mtime, sha256]}]}"""
+    request = json.loads(argv[1])
+    emit(**manifest_answer(request["path"], request.get("adopt")))
 
 
 if __name__ == "__main__":  # python3 - NAME DIR ARGS...
