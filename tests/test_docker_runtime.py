@@ -63,6 +63,17 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     assert any("Shutting down" in line for line in after)  # logged while down stopped it
 
 
+def test_a_container_that_exits_while_loading_is_reported_at_once_with_its_status(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch learns of the end from `docker wait`, not from a `docker inspect` every tick."""
+    monkeypatch.setenv("FAKE_DOCKER_FAIL", "RuntimeError: Engine core initialization failed.")
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {"HF_TOKEN": "x"}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    assert "n1 (rank 0) exited with status 1" in caught.value.render()
+    assert status(cluster).state == "stopped"
+
+
 def record(cluster: Cluster, tmp_path: Path) -> dict[str, Any]:
     return dict(json.loads((tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json").read_text()))
 
