@@ -13,12 +13,12 @@ the check takes about as long as its slowest node's slowest question.
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from launcher.catalogs import load_catalog
 from launcher.commands.inputs import gather
+from launcher.commands.probing import run_probe
 from launcher.core import remote
 from launcher.core.checks import (
     Report,
@@ -35,9 +35,6 @@ from launcher.core.checks import (
 from launcher.core.reports import check_text
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import fan_out
-from launcher.node.scripts import tag as script_tag
-from launcher.node.scripts.probe import MARKER as PROBE_MARKER
 
 __all__ = ["NodesDisagree", "run_check"]
 
@@ -74,7 +71,7 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Repo
     the image: without it, `docker run --pull=never` ends at once).
     """
     with ThreadPoolExecutor(max_workers=1) as pool:
-        probing = pool.submit(_probe, cluster, fresh) if probe else None
+        probing = pool.submit(run_probe, cluster, fresh) if probe else None
         return _check(cluster, probing)
 
 
@@ -159,27 +156,3 @@ def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     if isinstance(answer, SparkLaunchError):
         return answer.message
     return "yes" if answer.get("ok") else str(answer.get("error"))
-
-
-def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
-    """Each node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside)."""
-    version = script_tag("probe")
-
-    def resolve(name: str) -> dict[str, Any]:
-        node = next(n for n in cluster.plan.nodes if n.name == name)
-        result = cluster.agents[name].run(remote.probe_call(cluster.spec, node, version, fresh))
-        lines = [x for x in result.stdout.splitlines() if x.startswith(PROBE_MARKER)]
-        if not lines:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
-            return {"error": " / ".join(tail) or f"exit {result.exited}"}
-        answer = json.loads(lines[-1][len(PROBE_MARKER) :])
-        if not answer.get("ok"):
-            return {"error": answer.get("error", "?")}
-        return {
-            **answer["resolved"],
-            "cached": bool(answer.get("cached")),
-            "vllm_version": answer.get("vllm_version"),
-        }
-
-    answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}

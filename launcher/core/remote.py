@@ -8,6 +8,7 @@ name; `launcher/node/scripts/` holds them) or carries the data fed there.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -194,7 +195,9 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     that decides it (`tag` names this probe's version); `fresh` resolves anyway.
     docker runtime: inside the image, with the options `up` gives the container (network,
     IPC, GPUs, limits, the model mount) and the same environment, passed by name so the
-    values stay out of docker's argv; resolved every time (the container keeps nothing).
+    values stay out of docker's argv. The container keeps nothing: its answer is cached on
+    the node by `probe_lookup_call` and `probe_save_call`, keyed by the image's id and this
+    very command.
     """
     serve_argv = node.argv[len(runtime_prefix(spec)) :]
     env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]
@@ -214,6 +217,31 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     ]
     words = [*env, *docker, PYTHON, "-", "resolve", *serve_argv]
     return Call(shell_words(words), script="probe", timeout=600)
+
+
+def probe_lookup_call(directory: str, spec: Spec, probe: Call, tag: str) -> Call:
+    """docker runtime, on the node: the key the answer of `probe` (a probe_call) is cached under
+    (the probe's version, the image by id, the exact command, the model's config files) and
+    the answer cached there, if any: an unchanged node answers without starting a container."""
+    request = {"tag": tag, "image": str(spec.vllm.image), "command": probe.command, "model": spec.model.path}
+    return script("imageprobe", directory, "lookup", json.dumps(request), timeout=60)
+
+
+PROBE_KEY = re.compile(r"image-[0-9a-f]{64}\Z")
+
+
+def probe_save_call(key: str, answer: dict[str, Any]) -> Call:
+    """Keep a docker probe's answer on the node under the key `probe_lookup_call` gave."""
+    if not PROBE_KEY.match(key):
+        raise ValueError(f"not a probe cache key: {key!r}")
+    where = f"~/{PROBE_CACHE}"
+    name = f"{where}/{key}.json"
+    return Call(
+        f"umask 077 && mkdir -p {where} && cat > {name}.tmp && mv {name}.tmp {name}",
+        data=json.dumps(answer),
+        timeout=30,
+        about="the probe's answer, cached on the node by the image's id and the probe's command",
+    )
 
 
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:

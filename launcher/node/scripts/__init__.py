@@ -36,6 +36,7 @@ NAMES = (
     "prepare",
     "image",
     "imagecopy",
+    "imageprobe",
     "drop",
     "gather",
     "stacks",
