@@ -64,7 +64,10 @@ def models(
     Each target that differs then gets, all at once: the files it lacks or holds
     differently, by rsync over SSH from the source to the target's fabric `address`
     (a shorter file is continued, not restarted: an interrupted sync resumes), files not
-    on the source removed, and its manifest checked against the source's.
+    on the source removed, and its manifest checked against the source's. A file rsync
+    sent needs no second read there: rsync checks each against a whole-file checksum of the
+    source's bytes, which the source confirms are the ones it hashed; the node hashes
+    whatever is not proven so.
 
     \b
     The source must reach each target over SSH at its fabric address without a prompt:
