@@ -1,16 +1,21 @@
 # The front door. Each target is one line calling the CLI, the test bed or the test runner.
-PYTHON ?= python3.11
+# Any Python 3.10 or newer: the launcher's own venv. (The vLLM venvs pick their own: scripts/vllm-venv.sh.)
+PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 SPEC   ?= configs/demo.yaml
 # The supported vLLM releases: those with a committed catalog.
 RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catalogs/vllm-*.json))
 
-.PHONY: install system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
+.PHONY: install dev system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
         release golden bench fuzz testbed testbed-down demo demo-down up down status logs verify check
 
-install: $(BIN)/spark-launch                        ## the launcher and its dev tools in .venv
+install: $(BIN)/spark-launch                        ## the launcher alone in .venv: what an operator needs
 $(BIN)/spark-launch: pyproject.toml
+	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e . && touch $@
+
+dev: $(BIN)/pytest                                  ## the launcher and its dev tools (tests, lint) in .venv
+$(BIN)/pytest: pyproject.toml
 	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[dev]' && touch $@
 
 system-deps:                                        ## sshd, ssh, ip, ps, rsync, docker, debootstrap, systemd-analyze for the test bed (root)
@@ -21,21 +26,21 @@ system-deps:                                        ## sshd, ssh, ip, ps, rsync,
 vllm-venvs:                                         ## the real vLLM releases, cached by version
 	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
-setup: install system-deps vllm-venvs               ## everything the tests need, on a fresh machine
+setup: dev system-deps vllm-venvs                   ## everything the tests need, on a fresh machine
 
 test: setup lint                                    ## every tier: fast, conformance, test bed
 	$(BIN)/pytest
 
-fast: install                                       ## the edit loop: no SSH, no vLLM
+fast: dev                                           ## the edit loop: no SSH, no vLLM
 	$(BIN)/pytest -m "not conformance and not testbed and not vllm_server"
 
 conformance: setup                                  ## against every supported real vLLM release
 	$(BIN)/pytest -m conformance
 
-lint: install
+lint: dev
 	$(BIN)/ruff check launcher tests scripts testbed bench && $(BIN)/ruff format --check launcher tests scripts testbed bench && $(BIN)/mypy
 
-format: install
+format: dev
 	$(BIN)/ruff format launcher tests scripts testbed bench && $(BIN)/ruff check --fix launcher tests scripts testbed bench
 
 plan: install                                       ## make plan SPEC=configs/qwen3-next-2x-spark.yaml
@@ -47,17 +52,17 @@ validate: install
 catalogs: vllm-venvs                                ## regenerate the catalogs (flags, model traits) from the real packages
 	for v in $(RELEASES); do "$$(scripts/vllm-venv.sh $$v)/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$$v.json || exit 1; done
 
-release: install                                    ## add or refresh one release: make release VERSION=0.34.0
+release: dev                                        ## add or refresh one release: make release VERSION=0.34.0
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=0.34.0" >&2; exit 2; }
 	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
 
-golden: install                                     ## rewrite golden plans after an intended change
+golden: dev                                         ## rewrite golden plans after an intended change
 	$(BIN)/pytest tests/test_configs.py --update-golden
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py
 
-fuzz: install                                       ## 5,000 generated hostile specs: promises, time, memory
+fuzz: dev                                           ## 5,000 generated hostile specs: promises, time, memory
 	$(BIN)/python bench/fuzz_specs.py --count 5000
 
 testbed: install system-deps                        ## the two-node test bed (root)

@@ -41,6 +41,21 @@ class SparkLaunchError(Exception):
         """The text shown to the user."""
         return self.message + (f"\n  hint: {self.hint}" if self.hint else "")
 
+    @property
+    def reason(self) -> str:
+        """The message without the subject a per-node context already names (see NodeError)."""
+        return self.message
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The text for a terminal `width` columns wide (None: not a terminal), marked when `color`."""
+        return self.render()
+
+
+class InputError(SparkLaunchError):
+    """A file or option given on the command line that cannot be used (exit 2, like a bad spec)."""
+
+    exit_status = ExitStatus.BAD_SPEC
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -78,6 +93,13 @@ class SpecError(SparkLaunchError):
         while path and path not in self.lines:
             path = path[:-1]
         return self.lines.get(path, 1)
+
+    def as_dicts(self) -> list[dict[str, object]]:
+        """Every problem as data (`validate --json`), in the order `render` shows them."""
+        return [
+            {"line": self.line_of(p.path), "path": p.dotted, "message": p.message, "hint": p.hint}
+            for p in sorted(self.problems, key=lambda p: self.line_of(p.path))
+        ]
 
     def render(self) -> str:
         """Every problem as `file:line: key.path: message`, with its hint."""

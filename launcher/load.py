@@ -15,7 +15,7 @@ from launcher.core.spec.validate import validate_spec
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, model_facts
-from launcher.errors import ExitStatus, Problem, SparkLaunchError, one_line
+from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
 
 if TYPE_CHECKING:  # only --compare-release needs it: not paid by every plan
     from launcher.core.receipts.release import Comparison
@@ -36,7 +36,7 @@ def read_document(path: str | Path) -> Document:
         with Path(path).open("rb") as f:
             data = f.read(MAX_BYTES + 1)  # no more: /dev/zero is a path too
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        raise SparkLaunchError(
+        raise InputError(
             f"cannot read spec {one_line(str(path))}: {getattr(exc, 'strerror', None) or exc}",
             "give the path of a deployment YAML, e.g. configs/demo.yaml",
         ) from None

@@ -4,9 +4,10 @@
 Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py [OUT.json]
 (to stdout without OUT; with OUT, the file is replaced only once the catalog is complete).
 The catalog is data for the launcher: every `vllm serve` option (its negative forms,
-choices, whether it takes a value, deprecations) and, from vLLM's model registry, the
-traits of every model architecture (model_traits.py). `make catalogs` regenerates the
-committed ones; the conformance tier checks that they still match the real packages.
+choices, whether it takes a value, the range its config field keeps, deprecations) and,
+from vLLM's model registry, the traits of every model architecture (model_traits.py).
+`make catalogs` regenerates the committed ones; the conformance tier checks that they still
+match the real packages.
 """
 
 from __future__ import annotations
@@ -70,8 +71,36 @@ def converter_kind(kind: Any, depth: int = 0) -> str:
     return "str"
 
 
-def describe(action: argparse.Action, deprecated: set[argparse.Action]) -> dict[str, Any]:
-    """One catalog entry for an argparse action."""
+def bounds(parser: argparse.ArgumentParser) -> dict[str, dict[str, Any]]:
+    """The range each option's value must keep (gt, ge, lt, le), by its dest.
+
+    vLLM checks ranges in its config classes, not in the parser: `gpu_memory_utilization`
+    is `Field(gt=0, le=1)` in CacheConfig, and 85 parses but fails when the engine's config
+    is built on the node. Each argument group is titled after its config class; the
+    constraints of the field named like the option are read from pydantic's field info.
+    """
+    import vllm.config
+
+    found: dict[str, dict[str, Any]] = {}
+    for group in parser._action_groups:
+        fields = getattr(getattr(vllm.config, group.title or "", None), "__pydantic_fields__", None)
+        for action in group._group_actions if fields else ():
+            info = fields.get(action.dest)
+            limits = {
+                k: getattr(m, k)
+                for m in (info.metadata if info is not None else ())
+                for k in ("gt", "ge", "lt", "le")
+                if getattr(m, k, None) is not None
+            }
+            if limits:
+                found[action.dest] = limits
+    return found
+
+
+def describe(
+    action: argparse.Action, deprecated: set[argparse.Action], limits: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One catalog entry for an argparse action (with the range its config field keeps)."""
     longs = [s for s in action.option_strings if s.startswith("--")]
     shorts = [s for s in action.option_strings if not s.startswith("--")]
     negative = [s for s in longs if s.startswith(("--no-", "--disable-"))]
@@ -93,6 +122,8 @@ def describe(action: argparse.Action, deprecated: set[argparse.Action]) -> dict[
             entry["nargs"] = action.nargs
     if action.choices is not None:
         entry["choices"] = sorted(str(c) for c in action.choices)
+    if limits and kind == "value":
+        entry["bounds"] = limits
     note = deprecation(action, deprecated)
     if note:
         entry["deprecated"] = note
@@ -114,10 +145,11 @@ def catalog() -> dict[str, Any]:
     parser = serve_parser()
     deprecated: set[argparse.Action] = getattr(parser, "_deprecated", set())
     options: dict[str, Any] = {}
+    limits = bounds(parser)
     for action in parser._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
-        options[action.dest] = describe(action, deprecated)
+        options[action.dest] = describe(action, deprecated, limits.get(action.dest))
     return {
         "vllm_version": vllm_version(),
         "generated_by": "scripts/gen_catalog.py",

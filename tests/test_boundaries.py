@@ -283,11 +283,11 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote"),
+    ("plan", "render", "remote", "rows"),
     ("sync",),
     ("checks", "init", "serving"),
     ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview
-    ("views", "reports", "redact"),
+    ("views", "reports", "redact", "terminal"),
 )
 
 

@@ -31,7 +31,7 @@ def test_plan_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     for node in doc["nodes"]:
         assert {"name", "rank", "ssh", "argv", "env"} <= set(node)
         assert node["argv"][:2] == ["/opt/vllm/bin/vllm", "serve"]
-    assert all({"setting", "value", "flag", "reason"} <= set(d) for d in doc["derived"])
+    assert all({"setting", "value", "flag", "reason", "source"} <= set(d) for d in doc["derived"])
 
 
 def test_plan_text_shows_commands_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,7 +54,7 @@ def test_validate_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 
 def test_missing_spec_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "plan", "/nonexistent/cluster.yaml")
-    assert code == 1
+    assert code == 2
     assert "cannot read spec /nonexistent/cluster.yaml" in err and "hint:" in err
 
 

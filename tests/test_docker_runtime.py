@@ -49,9 +49,9 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
         assert not list((tmp_path / "home").rglob("run.json"))
         st = status(cluster)
         assert st.state == "running" and st.health == 200 and st.model == "fake-model"
-        lines: list[str] = []
-        logs(cluster, ["n1"], 10, False, lines.append)
-        assert any("n1 | " in line and "Starting vLLM server" in line for line in lines)
+        lines: list[tuple[str, str]] = []
+        logs(cluster, ["n1"], 10, False, lambda node, line: lines.append((node, line)))
+        assert any(node == "n1" and "Starting vLLM server" in line for node, line in lines)
     finally:
         stopped = down(cluster, 2, Silent())
     assert stopped.per_node["n1"]["found"] == 1 and stopped.clean
@@ -59,7 +59,7 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     assert status(cluster).state == "stopped"
     assert down(cluster, 2, Silent()).per_node["n1"]["found"] == 0  # twice is fine
     after: list[str] = []
-    logs(cluster, ["n1"], 10, False, after.append)  # docker no longer has it: the copy saved by down
+    logs(cluster, ["n1"], 10, False, lambda _, line: after.append(line))  # the copy saved by down
     assert any("Shutting down" in line for line in after)  # logged while down stopped it
 
 

@@ -1,8 +1,11 @@
-"""The operator runbooks in deploy/ show only commands that exist.
+"""The README and the operator runbooks in deploy/ show only commands that exist, and the
+README's commands that need no node run as shown.
 
-Every `spark-launch ...` and `make ...` command in the ```sh blocks of deploy/*.md is checked:
-the subcommand exists and each option it uses is listed in that subcommand's real `--help`,
-and each make target is defined in the Makefile. No network, no SSH: only `--help`.
+Every `spark-launch ...` and `make ...` command in the ```sh blocks of README.md and
+deploy/*.md is checked: the subcommand exists and each option it uses is listed in that
+subcommand's real `--help`, and each make target is defined in the Makefile. The README's
+commands that read only the repository's files (validate, plan, schema, up --dry-run,
+--version) are run, and must succeed. No network, no SSH.
 """
 
 from __future__ import annotations
@@ -142,7 +145,8 @@ def commands_in(path: Path) -> list[Command]:
     return found
 
 
-ALL = [command for path in RUNBOOKS for command in commands_in(path)]
+README = ROOT / "README.md"
+ALL = [command for path in (README, *RUNBOOKS) for command in commands_in(path)]
 SPARK = [c for c in ALL if c.tool == "spark-launch"]
 MAKE = [c for c in ALL if c.tool == "make"]
 
@@ -213,6 +217,38 @@ def test_spark_launch_command_exists(command: Command) -> None:
         f"{command.id}: option(s) {unknown} not in `spark-launch {' '.join(subcommand_path)} --help` "
         f"(it lists {sorted(allowed)})"
     )
+
+
+# Commands that touch no node: the README's are run as written (from the repository's root).
+OFFLINE = {("validate",), ("plan",), ("schema",), ()}
+RUNNABLE = [
+    c
+    for c in SPARK
+    if c.file == "README.md"
+    and (subcommands_of(list(c.args)) in OFFLINE or ("--dry-run" in c.args and c.args[0] == "up"))
+    and all((ROOT / a).exists() for a in c.args if a.endswith((".yaml", ".yml")))
+]
+
+
+def test_the_readme_starts_with_the_two_commands_that_set_up_a_fresh_machine() -> None:
+    first = sh_blocks(README.read_text())[0]
+    assert first[0] == 4 and [line.split("#")[0].strip() for line in first[1]] == ["make demo", "make test"]
+
+
+def test_the_readme_shows_the_operators_first_hour_in_order() -> None:
+    verbs = [c.args[0] for c in SPARK if c.file == "README.md" and not c.args[0].startswith("-")][:5]
+    assert verbs == ["init", "sync", "check", "up", "verify"]
+
+
+def test_offline_readme_commands_were_found() -> None:
+    assert {subcommands_of(list(c.args))[:1] for c in RUNNABLE} >= {("validate",), ("plan",), ("up",)}
+
+
+@pytest.mark.parametrize("command", RUNNABLE, ids=[c.id for c in RUNNABLE])
+def test_readme_command_runs_as_shown(command: Command, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(cli, list(command.args))
+    assert result.exit_code == 0, f"{command.id}:\n{result.output}"
 
 
 @pytest.mark.parametrize("command", MAKE, ids=[c.id for c in MAKE])

@@ -126,7 +126,8 @@ def test_dates_sets_and_binary_never_become_json_arguments(tmp_path: Path) -> No
         "    hint: quote it to make it text\n"
         "s.yaml:10: serve.speculative_config.1: a key must be text, got an integer\n"
         "    hint: quote it\n"
-        "s.yaml:10: serve.speculative_config.n: must be a finite number, got nan"
+        "s.yaml:10: serve.speculative_config.n: must be a finite number, got nan\n"
+        "    hint: write a number, not .inf or .nan"
     )
 
 
@@ -146,12 +147,14 @@ def test_dates_sets_and_binary_never_become_json_arguments(tmp_path: Path) -> No
         ),
         (
             {"serve.enable_prefix_caching": "yes"},
-            "s.yaml:20: serve.enable_prefix_caching: expected true or false, got 'yes'",
+            "s.yaml:20: serve.enable_prefix_caching: expected true or false, got 'yes'\n"
+            "    hint: write true or false",
         ),
         # Not read as unset (prefix caching on), which would refuse mamba_cache_mode: none too.
         (
             {"serve.enable_prefix_caching": "no", "serve.mamba_cache_mode": "none"},
-            "s.yaml:20: serve.enable_prefix_caching: expected true or false, got 'no'",
+            "s.yaml:20: serve.enable_prefix_caching: expected true or false, got 'no'\n"
+            "    hint: write true or false",
         ),
     ],
 )
@@ -233,6 +236,8 @@ def test_a_nul_byte_never_reaches_argv_or_env(tmp_path: Path) -> None:
     assert report_data(tmp_path, **{"env": {"X": "a\0b"}, "serve.chat_template": "t\0"}) == (
         "s.yaml:22: serve.chat_template: 't\\x00' contains a NUL character, "
         "which no command line, environment or file name can hold\n"
+        "    hint: remove the control character (a stray paste?)\n"
         "s.yaml:24: env.X: 'a\\x00b' contains a NUL character, "
-        "which no command line, environment or file name can hold"
+        "which no command line, environment or file name can hold\n"
+        "    hint: remove the control character (a stray paste?)"
     )

@@ -36,15 +36,33 @@ def problems(tmp_path: Path, **changes: Any) -> list[str]:
 @pytest.mark.parametrize(
     ("changes", "expected"),
     [
-        ({"serve.tensor_parallel_size": 0}, "serve.tensor_parallel_size: must be a positive integer, got 0"),
-        ({"serve.tensor_parallel_size": False}, "serve.tensor_parallel_size: expected an integer, got False"),
-        ({"serve.tensor_parallel_size": ""}, "serve.tensor_parallel_size: expected an integer, got ''"),
-        ({"serve.tensor_parallel_size": []}, "serve.tensor_parallel_size: expected an integer, got []"),
+        (
+            {"serve.tensor_parallel_size": 0},
+            "serve.tensor_parallel_size: must be a positive integer, got 0 (1 or more)",
+        ),
+        (
+            {"serve.tensor_parallel_size": False},
+            "serve.tensor_parallel_size: expected an integer, got False "
+            "(--tensor-parallel-size takes an integer)",
+        ),
+        (
+            {"serve.tensor_parallel_size": ""},
+            "serve.tensor_parallel_size: expected an integer, got '' "
+            "(--tensor-parallel-size takes an integer)",
+        ),
+        (
+            {"serve.tensor_parallel_size": []},
+            "serve.tensor_parallel_size: expected an integer, got [] "
+            "(--tensor-parallel-size takes an integer)",
+        ),
         (
             {"serve.pipeline_parallel_size": 0},
-            "serve.pipeline_parallel_size: must be a positive integer, got 0",
+            "serve.pipeline_parallel_size: must be a positive integer, got 0 (1 or more)",
         ),
-        ({"serve.mamba_block_size": True}, "serve.mamba_block_size: expected an integer, got True"),
+        (
+            {"serve.mamba_block_size": True},
+            "serve.mamba_block_size: expected an integer, got True (--mamba-block-size takes an integer)",
+        ),
         ({"serve.master_port": 0}, "serve.master_port: must be a port number, got 0 (1 to 65535)"),
         (
             {"serve.seed": 2**64},
@@ -52,9 +70,10 @@ def problems(tmp_path: Path, **changes: Any) -> list[str]:
         ),
         (
             {"serve.gpu_memory_utilization": float("inf")},
-            "serve.gpu_memory_utilization: must be a finite number, got inf",
+            "serve.gpu_memory_utilization: must be a finite number, got inf "
+            "(write a number, not .inf or .nan)",
         ),
-        ({"nodes.0.gpus": 0}, "nodes[0].gpus: must be between 1 and 64, got 0"),
+        ({"nodes.0.gpus": 0}, "nodes[0].gpus: must be between 1 and 64, got 0 (a DGX Spark has 1)"),
         (
             {"nodes.0.address": "fe80::1%eth 0"},
             "nodes[0].address: 'fe80::1%eth 0': the scope 'eth 0' is not a network device name "
@@ -105,7 +124,13 @@ def test_values_are_refused_not_coerced(tmp_path: Path, changes: dict[str, Any],
             "nodes[0].ssh: 'zero\\u200bwidth' is not an ssh target "
             "(use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535))",
         ),
-        ({"nodes.0.interface": "-eth0"}, "nodes[0].interface: '-eth0' is not a network device name"),
+        (
+            {"nodes.0.interface": "-eth0"},
+            (
+                "nodes[0].interface: '-eth0' is not a network device name "
+                "(the name `ip link` shows, e.g. enp1s0f0np0)"
+            ),
+        ),
         (
             {"model.served_name": "--api-key=x"},
             "model.served_name: '--api-key=x' cannot be a served model name "
@@ -113,7 +138,8 @@ def test_values_are_refused_not_coerced(tmp_path: Path, changes: dict[str, Any],
         ),
         (
             {"serve.allowed_media_domains": ["a", "--trust-remote-code"]},
-            "serve.allowed_media_domains: needs a non-empty list, and no item may start with '-'",
+            "serve.allowed_media_domains: needs a non-empty list, and no item may start with '-' "
+            "(write [a, b], each item a word)",
         ),
         ({"vllm.venv": "/opt/a=b"}, "vllm.venv: '/opt/a=b' holds '=' (use a venv path without '=')"),
         (

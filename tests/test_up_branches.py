@@ -69,7 +69,7 @@ def test_a_failed_hand_over_is_an_error_naming_the_node_not_ignored() -> None:
     with pytest.raises(StartupFailed) as caught:
         up(cluster, {}, FAST, Silent())
     assert caught.value.message == (
-        "could not start on n2: node n2: writing the job to the run directory failed (exit 1): "
+        "could not start on n2: writing the job to the run directory failed (exit 1): "
         "mkdir: cannot create directory '.spark-launch': Permission denied"
     )
     assert "start" not in executor.keys("n2")  # nothing is started without its job

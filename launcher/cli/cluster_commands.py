@@ -1,13 +1,12 @@
-"""Commands that reach the nodes: check, up, down, status, logs, verify."""
+"""Commands that start and stop the cluster, and the check before: check, up, down."""
 
 from __future__ import annotations
 
 import json
-import time
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, screen, secret_values
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -67,6 +66,7 @@ def up(
     Examples:
       spark-launch up configs/demo.yaml
       spark-launch up cluster.yaml --dry-run
+      spark-launch up cluster.yaml --dry-run --json | jq '.nodes[0].calls[].command'
       spark-launch up cluster.yaml --replace --timeout 1800
       spark-launch up cluster.yaml --drop-caches
       spark-launch up cluster.yaml --locked
@@ -77,11 +77,12 @@ def up(
 
     if dry_run:
         from launcher.core.remote import dry_run_calls
-        from launcher.core.views import dry_run_text
+        from launcher.core.views import dry_run_json, dry_run_text
         from launcher.load import plan_file
 
         planned_spec, plan = plan_file(spec)
-        click.echo(dry_run_text(plan, dry_run_calls(planned_spec, plan)))
+        calls = dry_run_calls(planned_spec, plan)
+        click.echo(dry_run_json(plan, calls) if as_json else dry_run_text(plan, calls))
         return ExitStatus.OK
     lock = None
     if locked:
@@ -89,6 +90,7 @@ def up(
 
         lock = read_lock(spec)
     with open_cluster(spec, ssh_config) as cluster:
+        cluster.require_all("nothing was started")
         values = secret_values(cluster.spec.secrets)
         result = start(
             cluster,
@@ -162,7 +164,7 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
         return report.exit_status
     if not report.ok:
         raise NodesDisagree(report)
-    click.echo(check_text(report))
+    click.echo(check_text(report, screen()))
     return ExitStatus.OK
 
 
@@ -172,7 +174,8 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
 @click.option(
     "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
 )
-def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
+@JSON
+def down(spec: str, ssh_config: str | None, grace: float, as_json: bool) -> ExitStatus:
     """Stop the cluster on every node, and check nothing of ours is left.
 
     \b
@@ -180,125 +183,27 @@ def down(spec: str, ssh_config: str | None, grace: float) -> ExitStatus:
     SIGKILL after --grace), found by a marker in their environment: never a process that
     is not ours. Docker runtime: stops and removes every container labelled
     spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
-    after a crash.
+    after a crash. Exit 0 when nothing of ours is left, 1 when a process survived SIGKILL, 4
+    when a node could not be reached (the others are stopped; every such node is named).
 
     \b
-    Example:
+    Examples:
       spark-launch down configs/demo.yaml
+      spark-launch down cluster.yaml --json | jq .clean
     """
     from launcher.commands.down import down as stop
+    from launcher.core.reports import down_json
 
     with open_cluster(spec, ssh_config) as cluster:
-        stop(cluster, grace, Printer())
+        result = stop(cluster, grace, Printer())
+        if as_json:
+            click.echo(down_json(cluster.spec.name, result))
+        if result.unreachable:
+            if as_json:
+                return ExitStatus.UNREACHABLE
+            cluster.require_all("stopped on the others, not there")
+    if not result.clean:
+        if as_json:
+            return ExitStatus.FAILURE
+        raise SparkLaunchError("some processes survived SIGKILL", "look at them with ps on the node")
     return ExitStatus.OK
-
-
-@click.command()
-@SPEC
-@SSH_CONFIG
-@click.option(
-    "--deadline", type=float, default=30, show_default=True, help="Seconds a 1-token completion may take."
-)
-@click.option("--no-watchdog", is_flag=True, help="Only the nodes and /health: no completion, no /metrics.")
-@click.option("-w", "--watch", is_flag=True, help="Refresh until Ctrl-C (in place on a terminal).")
-@click.option(
-    "--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch)."
-)
-@JSON
-def status(
-    spec: str,
-    ssh_config: str | None,
-    deadline: float,
-    no_watchdog: bool,
-    watch: bool,
-    every: float,
-    as_json: bool,
-) -> ExitStatus:
-    """Show every node (running, pid, since when, which plan) and whether the head really serves.
-
-    \b
-    The plan is a hash of the rendered commands: a node running another plan than the
-    spec's (drift) is flagged. /health alone stays 200 on a wedged engine (a tensor-
-    parallel rank frozen), so the watchdog also sends a 1-token completion that must
-    finish within --deadline, and reads the engine's counters on /metrics before and after
-    (requests running and waiting, tokens generated):
-      SERVING  the completion finished in time (or the engine is busy but generating)
-      WEDGED   /health is 200, but nothing finished within the deadline and no token was
-               generated meanwhile
-      DOWN     a rank is not running, /health is not 200, or the completion failed
-    Exit 0 when the cluster runs the spec's plan and serves, 1 otherwise. --watch refreshes
-    every --every seconds: redrawn in place on a terminal, one line per refresh when piped
-    (with --json, one JSON document per line).
-
-    \b
-    Examples:
-      spark-launch status configs/demo.yaml
-      spark-launch status cluster.yaml --json | jq .serving.state
-      spark-launch status cluster.yaml --watch --deadline 10
-    """
-    from launcher.commands.status import status as look
-    from launcher.core.reports import status_text
-
-    with open_cluster(spec, ssh_config) as cluster:
-        if watch:
-            from launcher.cli.status_watch import watch_status
-
-            return watch_status(cluster, deadline, every, as_json)
-        result = look(cluster, None if no_watchdog else deadline)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
-    serves = result.serving is None or result.serving.serving
-    return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
-
-
-@click.command()
-@SPEC
-@SSH_CONFIG
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
-@click.option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
-@click.option(
-    "-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first."
-)
-def logs(spec: str, ssh_config: str | None, follow: bool, nodes: tuple[str, ...], lines: int) -> ExitStatus:
-    """Print the nodes' logs of the current run, each line prefixed by its node.
-
-    \b
-    Examples:
-      spark-launch logs configs/demo.yaml -n 100
-      spark-launch logs cluster.yaml -f --node spark-2
-    """
-    from launcher.commands.logs import logs as show
-
-    with open_cluster(spec, ssh_config) as cluster:
-        unknown = [n for n in nodes if n not in cluster.names]
-        if unknown:
-            raise SparkLaunchError(
-                f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(cluster.names)}"
-            )
-        show(cluster, list(nodes) or cluster.names, lines, follow, click.echo)
-    return ExitStatus.OK
-
-
-@click.command()
-@SPEC
-@SSH_CONFIG
-@JSON
-def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
-    """Prove the running cluster works: a completion, and prefix-cache hits that grow.
-
-    \b
-    Through the head's SSH connection: /v1/models, one completion, then (when the plan
-    has prefix caching on) the same fresh prompt of more than one block sent up to three
-    times, until vllm:prefix_cache_hits_total on /metrics grows by whole blocks. Prints
-    vllm:cache_config_info as the running server sees it. Exit 1 if a check fails.
-
-    \b
-    Example:
-      spark-launch verify configs/demo.yaml
-    """
-    from launcher.commands.verify import verify as prove
-    from launcher.core.reports import verify_text
-
-    with open_cluster(spec, ssh_config) as cluster:
-        result = prove(cluster)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
-    return ExitStatus.OK if result.ok else ExitStatus.FAILURE

@@ -3,31 +3,79 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
+from launcher.cli.progress import Printer
 from launcher.errors import SparkLaunchError
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
+    from launcher.core.terminal import Screen
     from launcher.node.cluster import Cluster
 
+F = TypeVar("F", bound=Callable[..., Any])
 SPEC = click.argument("spec", type=click.Path(dir_okay=False), metavar="SPEC.yaml")
-SSH_CONFIG = click.option(
-    "--ssh-config",
-    type=click.Path(dir_okay=False),
+CONNECT_TIMEOUT = click.option(
+    "--connect-timeout",
+    type=click.FloatRange(min=0, min_open=True),
     default=None,
-    help="ssh_config file to use (default: the spec's ssh_config, else ~/.ssh/config).",
+    metavar="SECONDS",
+    expose_value=False,
+    callback=lambda ctx, _, value: ctx.meta.__setitem__("connect_timeout", value),
+    help="Seconds each node may take to connect, greet, handshake and log in "
+    "(default: the ssh_config's ConnectTimeout, else 10).",
 )
+
+
+def ssh_options(help_text: str) -> Callable[[F], F]:
+    """--ssh-config (with this help) and --connect-timeout, for every command that uses SSH."""
+    config = click.option("--ssh-config", type=click.Path(dir_okay=False), default=None, help=help_text)
+    return lambda f: config(CONNECT_TIMEOUT(f))
+
+
+SSH_CONFIG = ssh_options("ssh_config file to use (default: the spec's ssh_config, else ~/.ssh/config).")
+
+
+def connect_timeout() -> float | None:
+    """The --connect-timeout of the running command, if given."""
+    value = click.get_current_context().meta.get("connect_timeout")
+    return float(value) if value is not None else None
+
+
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
 
 
+def terminal(stream: TextIO | None = None) -> tuple[int | None, bool]:
+    """The width of the terminal `stream` (stdout) writes to, and whether to mark failures there:
+    (None, False) when it is piped or redirected, so scripts get whole, unmarked lines."""
+    stream = stream if stream is not None else sys.stdout
+    if not stream.isatty():
+        return None, False
+    import shutil  # a terminal only
+
+    color = "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+    return shutil.get_terminal_size().columns, color
+
+
+def screen(stream: TextIO | None = None) -> Screen:
+    """A Screen for `stream` (stdout): its terminal's width and marks, or plain when piped."""
+    from launcher.core.terminal import Screen
+
+    return Screen(*terminal(stream))
+
+
 @contextmanager
-def open_cluster(spec_path: str, ssh_config: str | None) -> Iterator[Cluster]:
-    """Plan the spec and open SSH onto its nodes (fabric is imported only here), closed after."""
+def open_cluster(spec_path: str, ssh_config: str | None, reach: bool = True) -> Iterator[Cluster]:
+    """Plan the spec and open SSH onto its nodes (fabric is imported only here), closed after.
+
+    `reach`: connect to every node at once first, saying so (`Cluster.unreachable` then names
+    each node that could not be reached, and no later call waits on one of them again).
+    """
     from launcher.load import plan_file
     from launcher.node.cluster import Cluster
     from launcher.node.ssh import SshExecutor
@@ -36,12 +84,23 @@ def open_cluster(spec_path: str, ssh_config: str | None) -> Iterator[Cluster]:
     config = ssh_config or spec.ssh_config
     if config and not Path(config).expanduser().is_absolute() and not ssh_config:
         config = str(Path(spec_path).parent / config)
-    executor = SshExecutor({n.name: n.ssh for n in spec.nodes}, config)
+    executor = SshExecutor({n.name: n.ssh for n in spec.nodes}, config, connect_timeout())
     api_key = os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in spec.secrets else None
     try:
-        yield Cluster(spec, plan, executor, api_key)
+        cluster = Cluster(spec, plan, executor, api_key)
+        if reach:
+            Printer().info(connecting(len(spec.nodes), config))
+            cluster.unreachable = executor.reach(cluster.names)
+        yield cluster
     finally:
         executor.close()
+
+
+def connecting(count: int, ssh_config: str | None) -> str:
+    """The line shown while every node is being connected to."""
+    timeout = connect_timeout()
+    bound = f"{timeout:g} s" if timeout else "its ConnectTimeout, else 10 s"
+    return f"connecting to {count} node(s) through {ssh_config or '~/.ssh/config'} (each within {bound})"
 
 
 def secret_values(names: Sequence[str]) -> dict[str, str]:

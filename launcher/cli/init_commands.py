@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from launcher.cli.common import JSON
+from launcher.cli.common import JSON, connect_timeout, connecting, ssh_options
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -29,12 +29,7 @@ HOSTS = click.option(
 MODEL = click.option("--model", metavar="PATH", help="The model directory, the same path on every node.")
 VENV = click.option("--venv", metavar="PATH", help="The vLLM venv on the nodes (runs PATH/bin/vllm).")
 IMAGE = click.option("--image", metavar="IMAGE", help="Or: the container image holding vLLM.")
-SSH_CONFIG = click.option(
-    "--ssh-config",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="ssh_config file to use (default: ~/.ssh/config); init writes it into the spec.",
-)
+SSH_CONFIG = ssh_options("ssh_config file to use (default: ~/.ssh/config); init writes it into the spec.")
 
 
 def parse_hosts(text: str) -> tuple[str, ...]:
@@ -66,8 +61,10 @@ def ssh_to(names: tuple[str, ...], hosts: tuple[str, ...], ssh_config: str | Non
     """SSH onto the hosts by node name (fabric is imported only here), closed after."""
     from launcher.node.ssh import SshExecutor
 
-    executor = SshExecutor(dict(zip(names, hosts, strict=True)), ssh_config)
+    executor = SshExecutor(dict(zip(names, hosts, strict=True)), ssh_config, connect_timeout())
     try:
+        Printer().info(connecting(len(hosts), ssh_config).replace("node(s)", "host(s)"))
+        executor.reach(list(names))  # the hosts that fail are named together, each once
         yield executor
     finally:
         executor.close()
@@ -154,7 +151,7 @@ def init(
     where = "the spec above" if output == "-" else output
     if result.spec.ready:
         click.echo(
-            f"wrote {where} in {result.seconds:.1f} s: ready. Next: spark-launch check {output}", err=True
+            f"wrote {where} in {result.seconds:.1f} s: ready. Next: {next_steps(output, result)}", err=True
         )
         return status
     lines = ", ".join(map(str, result.spec.choose_lines)) or "see below"
@@ -162,6 +159,16 @@ def init(
     for problem in result.spec.problems:
         click.echo(f"  {problem}", err=True)
     return status
+
+
+def next_steps(output: str, result: Any) -> str:
+    """What to run after a ready spec: `sync models` first when a node lacks the model."""
+    spec = "SPEC" if output == "-" else output
+    steps = [f"spark-launch check {spec}", f"spark-launch up {spec}"]
+    if result.lacking_model:
+        lacking = ", ".join(result.lacking_model)
+        steps.insert(0, f"spark-launch sync models {spec} (the model is not complete on {lacking})")
+    return ", then ".join(steps)
 
 
 def _write(target: Path, text: str) -> None:

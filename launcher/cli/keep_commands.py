@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -121,7 +122,8 @@ def supervise(
         received.append(signal.Signals(number).name)
         raise Terminated(received[0])
 
-    with open_cluster(spec, ssh_config) as cluster:
+    # No connecting first: a node that is down now is what supervise waits out, not a reason to stop.
+    with open_cluster(spec, ssh_config, reach=False) as cluster:
         values = secret_values(cluster.spec.secrets)
         path = Path(events or f"~/.spark-launch/{cluster.spec.name}/supervise.jsonl").expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -155,7 +157,8 @@ def _sink(log: TextIO, printer: Printer) -> Callable[[Event], None]:
 @click.option(
     "-n", "--lines", type=int, default=300, show_default=True, help="Lines of each node's recent logs."
 )
-def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) -> ExitStatus:
+@click.option("--json", "as_json", is_flag=True, help="Print where the bundle is and what it holds, as JSON.")
+def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, as_json: bool) -> ExitStatus:
     """Write everything a bug report needs into one .tar.gz, secrets taken out.
 
     \b
@@ -172,6 +175,7 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) 
     Examples:
       spark-launch diagnose cluster.yaml -o spark-pair-bundle.tar.gz
       tar tzf spark-pair-bundle.tar.gz
+      spark-launch diagnose cluster.yaml --json | jq -r .bundle
     """
     from launcher.commands.diagnose import collect, write_bundle
 
@@ -181,7 +185,14 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int) 
         files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"
     size = write_bundle(files, out, f"spark-launch-diagnose-{name}-{stamp}")
-    click.echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
+    if as_json:
+        missing = sorted(
+            p.split("/")[1] for p in files if p.startswith("nodes/") and p.endswith("/error.txt")
+        )
+        summary = {"bundle": out, "bytes": size, "files": sorted(files), "nodes_failed": missing}
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
     return ExitStatus.OK
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
+from launcher.cli.common import terminal
 from launcher.cli.lazy import LazyCommands
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -20,9 +21,9 @@ COMMANDS = {
     "schema": "launcher.cli.spec_commands:schema",
     "check": "launcher.cli.cluster_commands:check",
     "up": "launcher.cli.cluster_commands:up",
-    "status": "launcher.cli.cluster_commands:status",
-    "logs": "launcher.cli.cluster_commands:logs",
-    "verify": "launcher.cli.cluster_commands:verify",
+    "status": "launcher.cli.look_commands:status",
+    "logs": "launcher.cli.look_commands:logs",
+    "verify": "launcher.cli.look_commands:verify",
     "down": "launcher.cli.cluster_commands:down",
     "sync": "launcher.cli.sync_commands:sync",
     "supervise": "launcher.cli.keep_commands:supervise",
@@ -34,11 +35,51 @@ COMMANDS = {
 }
 
 
+def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    """--version: the launcher's version and the vLLM releases it has a catalog for."""
+    if not value or ctx.resilient_parsing:
+        return
+    from launcher.catalogs import known_versions
+
+    click.echo(f"spark-launch {__version__}; vLLM releases supported: {', '.join(known_versions())}")
+    ctx.exit()
+
+
+def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
+    """-v: how each node is reached (target, ssh_config, timeout, known_hosts, keys); -vv: paramiko too."""
+    if not value or ctx.resilient_parsing:
+        return
+    import logging  # only when asked: its import is a tenth of `plan`'s start-up
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("ssh: %(message)s"))
+    logging.getLogger("launcher.ssh").addHandler(handler)
+    logging.getLogger("launcher.ssh").setLevel(logging.INFO)
+    if value > 1:  # the SSH handshake itself, message by message
+        logging.getLogger("paramiko").addHandler(handler)
+        logging.getLogger("paramiko").setLevel(logging.DEBUG)
+
+
 @click.group(
     commands=LazyCommands(COMMANDS),
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(__version__, prog_name="spark-launch")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Show the version and the vLLM releases supported, and exit.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    expose_value=False,
+    callback=_verbose,
+    help="Say how each node is reached over SSH (-vv: every step of the handshake).",
+)
 def cli() -> None:
     """Start vLLM across several machines from ONE spec, with provably identical commands.
 
@@ -72,6 +113,8 @@ def cli() -> None:
     \b
     Exit codes: 0 ok, 1 failed, 2 bad spec or usage, 3 nodes disagree, 4 node unreachable,
     130 interrupted. Runbooks: deploy/ in the source tree. Example specs: configs/.
+    Shell completion (bash; zsh and fish alike):
+      eval "$(_SPARK_LAUNCH_COMPLETE=bash_source spark-launch)"
     """
 
 
@@ -80,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except SparkLaunchError as exc:
-        click.echo(f"spark-launch: {exc.render()}" if exc.prefixed else exc.render(), err=True)
+        text = exc.render_on(*terminal(sys.stderr))
+        click.echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
         sys.exit(exc.exit_status)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

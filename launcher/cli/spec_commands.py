@@ -6,8 +6,8 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC
-from launcher.errors import ExitStatus
+from launcher.cli.common import SPEC, screen
+from launcher.errors import ExitStatus, SparkLaunchError
 
 
 @click.command()
@@ -52,42 +52,79 @@ def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
         click.echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
         return ExitStatus.OK
     _, result = plan_file(spec)
-    click.echo(plan_json(result) if as_json else plan_text(result))
+    click.echo(plan_json(result) if as_json else plan_text(result, screen()))
     return ExitStatus.OK
 
 
 @click.command()
 @SPEC
-def validate(spec: str) -> ExitStatus:
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict and every problem as JSON.")
+def validate(spec: str, as_json: bool) -> ExitStatus:
     """Check a spec; print every problem with file:line and exit 2, or exit 0.
 
     \b
-    Checks the keys and types, the nodes, the `serve` options against the flags of the
-    pinned vLLM release, values vLLM would silently change, and the parallel sizes.
+    Checks the keys and types (a key indented under the wrong section is named as such), the
+    nodes, the `serve` options against the flags of the pinned vLLM release, their values
+    against that release's own types, ranges and choices (gpu_memory_utilization in (0, 1]),
+    ports that clash, keys the runtime ignores, values vLLM would silently change, and the
+    parallel sizes. Every problem comes with a hint.
 
     \b
-    Example:
+    Examples:
       spark-launch validate cluster.yaml && echo ok
+      spark-launch validate cluster.yaml --json | jq -r '.problems[] | "\\(.line): \\(.message)"'
     """
-    from launcher.errors import one_line
+    from launcher.errors import SpecError, one_line
     from launcher.load import plan_file
 
-    _, result = plan_file(spec)
-    summary = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
-    click.echo(f"{one_line(spec)}: ok ({summary})")
+    try:
+        _, result = plan_file(spec)
+    except SparkLaunchError as exc:
+        if not as_json:
+            raise
+        problems = exc.as_dicts() if isinstance(exc, SpecError) else [_whole_file(exc)]
+        click.echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
+        return exc.exit_status
+    if as_json:
+        summary = {"nodes": len(result.nodes), "vllm_version": result.vllm_version, "plan": result.digest}
+        click.echo(json.dumps({"file": spec, "ok": True, **summary, "problems": []}, indent=2))
+        return ExitStatus.OK
+    summary_text = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
+    click.echo(f"{one_line(spec)}: ok ({summary_text})")
     return ExitStatus.OK
 
 
+def _whole_file(exc: SparkLaunchError) -> dict[str, object]:
+    """A problem with the file itself (it cannot be read), as `validate --json` lists problems."""
+    return {"line": None, "path": None, "message": exc.message, "hint": exc.hint}
+
+
 @click.command()
-def schema() -> ExitStatus:
+@click.option(
+    "--release",
+    metavar="VERSION",
+    help="Describe `serve` as this vLLM release has it, for every spec (editors without if/then).",
+)
+def schema(release: str | None) -> ExitStatus:
     """Print the JSON Schema of the spec, for editors and linters.
+
+    \b
+    `serve` is described per supported vLLM release, from its catalog: every option of that
+    release's `vllm serve`, its type, range and choices, chosen by the spec's vllm.version
+    (or vllm.flags_from). The keys the spec must not set are not in it. An editor then
+    completes the options and marks a misspelt one, or 85 for gpu_memory_utilization, as
+    you type; `spark-launch validate` remains the judge.
 
     \b
     Example (VS Code with the YAML extension):
       spark-launch schema > .vscode/spark-launch.schema.json
       # then, first line of the spec:  # yaml-language-server: $schema=.vscode/spark-launch.schema.json
+      spark-launch schema --release 0.33.0 > spark-launch-0.33.schema.json
     """
-    from launcher.core.spec.sections import spec_schema
+    from launcher.catalogs import known_versions, load_catalog
+    from launcher.core.views import editor_schema
 
-    click.echo(json.dumps(spec_schema(), indent=2))
+    if release is not None and release not in known_versions():
+        raise click.BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
+    click.echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
     return ExitStatus.OK

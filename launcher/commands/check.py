@@ -33,6 +33,7 @@ from launcher.core.checks import (
     vllm_rows,
 )
 from launcher.core.reports import check_text
+from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 
@@ -46,7 +47,12 @@ class NodesDisagree(SparkLaunchError):
 
     def __init__(self, report: Report) -> None:
         if report.unreachable:
-            super().__init__("a node cannot be reached: nothing was started", "fix SSH to it first")
+            names = [n for n, v in report.rows[0].values.items() if v != "yes"]
+            super().__init__(
+                f"cannot reach {len(names)} of {len(report.nodes)} node(s) ({', '.join(names)}): "
+                "nothing was compared",
+                "the ssh row says why, and how to fix each",
+            )
         elif {r.area for r in report.rows if r.failed} == {"memory"}:
             super().__init__(
                 "the plan does not fit the nodes' memory: nothing was started",
@@ -59,7 +65,11 @@ class NodesDisagree(SparkLaunchError):
 
     def render(self) -> str:
         """The table, then the verdict."""
-        return f"{check_text(self.report)}\n{super().render()}"
+        return self.render_on(None, False)
+
+    def render_on(self, width: int | None, color: bool) -> str:
+        """The table fitted to the terminal (FAIL rows marked), then the verdict."""
+        return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
@@ -79,10 +89,11 @@ def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) 
     spec, plan = cluster.spec, cluster.plan
     reach = _Reach(cluster)
     answers = gather(cluster, reach.on_listening)
-    reached = {n: "yes" if isinstance(a, dict) else a.render().replace("\n", " ") for n, a in answers.items()}
+    reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
+    hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
-        Row("ssh", "reachable", reached, ok, None if ok else "fix SSH to the node first (see the message)")
+        Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
     facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
     if len(facts) < len(answers):
@@ -154,5 +165,5 @@ def _outcome(future: Future[dict[str, Any]]) -> dict[str, Any] | SparkLaunchErro
 
 def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
     if isinstance(answer, SparkLaunchError):
-        return answer.message
+        return answer.reason
     return "yes" if answer.get("ok") else str(answer.get("error"))

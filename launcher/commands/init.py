@@ -38,6 +38,7 @@ class InitResult:
     warnings: tuple[str, ...]
     facts: dict[str, dict[str, Any]]
     seconds: float
+    lacking_model: tuple[str, ...] = ()  # nodes `sync models` must copy the model to
 
 
 def init(executor: Executor, request: draft.InitRequest, filename: str, reporter: Reporter) -> InitResult:
@@ -56,7 +57,8 @@ def init(executor: Executor, request: draft.InitRequest, filename: str, reporter
     version = decisions.version.value
     catalog = load_catalog(version) if version in known_versions() else None
     spec = spec_file.compose(decisions, catalog, decide.header(request, filename), filename)
-    return InitResult(spec, decisions.choice, tuple(warnings), facts, time.monotonic() - began)
+    lacking = draft.lacking_model(request, facts)
+    return InitResult(spec, decisions.choice, tuple(warnings), facts, time.monotonic() - began, lacking)
 
 
 def try_links(by_name: dict[str, Agent], found: list[interconnect.Candidate]) -> dict[str, dict[str, str]]:
@@ -104,7 +106,7 @@ def _try(by_name: dict[str, Agent], candidate: interconnect.Candidate) -> dict[s
 
     results = fan_out([w.node for w in workers], connect)
     reach = {
-        node: r.message if isinstance(r, SparkLaunchError) else "yes" if r.get("ok") else str(r.get("error"))
+        node: r.reason if isinstance(r, SparkLaunchError) else "yes" if r.get("ok") else str(r.get("error"))
         for node, r in results.items()
     }
     if all(v == "yes" for v in reach.values()):

@@ -9,15 +9,17 @@ from collections.abc import Callable
 from launcher.node.cluster import Cluster
 
 
-def logs(cluster: Cluster, names: list[str], lines: int, follow: bool, emit: Callable[[str], None]) -> None:
-    """Each node's log prefixed by its name; following interleaves them as they come."""
-    width = max(len(n) for n in names)
+def logs(
+    cluster: Cluster, names: list[str], lines: int, follow: bool, emit: Callable[[str, str], None]
+) -> None:
+    """Each node's log line by line, handed to `emit(node, line)`; following interleaves them as
+    they come."""
     lock = threading.Lock()
 
     def printer(name: str) -> Callable[[str], None]:
         def on_line(line: str) -> None:
             with lock:
-                emit(f"{name:>{width}} | {line}")
+                emit(name, line)
 
         return on_line
 

@@ -43,7 +43,7 @@ def run_probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
         return _resolved(answer)
 
     answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.message} for n, a in answers.items()}
+    return {n: a if isinstance(a, dict) else {"error": a.reason} for n, a in answers.items()}
 
 
 def _answer(agent: Agent, call: remote.Call) -> dict[str, Any]:

@@ -40,7 +40,7 @@ T = TypeVar("T", bound=Outcome)
 
 def now() -> str:
     """The time, for receipts: ISO 8601 in UTC."""
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def state_dir() -> Path:

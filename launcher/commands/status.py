@@ -43,7 +43,7 @@ def status(
 
 def _node_status(name: str, rank: int, answer: dict[str, Any] | SparkLaunchError) -> NodeStatus:
     if isinstance(answer, SparkLaunchError):
-        return NodeStatus(name, rank, False, False, None, None, None, None, 0, None, answer.message)
+        return NodeStatus(name, rank, False, False, None, None, None, None, 0, None, answer.reason)
     state = answer.get("state") or {}
     return NodeStatus(
         name,

@@ -68,7 +68,7 @@ class Say:
 
     def __call__(self, node: str | None, what: str, why: str, action: str) -> None:
         """Emit one event, stamped now (UTC)."""
-        now = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
         self.emit(Event(now, self.cluster, node, what, why, action))
 
 

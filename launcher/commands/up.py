@@ -27,7 +27,7 @@ from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Cluster, Unreachable
 from launcher.node.executor import NodeError
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
@@ -143,14 +143,10 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Re
 def _running(cluster: Cluster) -> dict[str, dict[str, Any]]:
     """Nodes with a live process of ours; an unreachable node is an error here."""
     statuses = cluster.each(lambda agent: agent.status())
-    _raise_first(statuses)
+    errors = {n: s for n, s in statuses.items() if isinstance(s, SparkLaunchError)}
+    if errors:  # every one named: fixing SSH node by node, one run each, is the slow way
+        raise Unreachable(errors, len(cluster.names), "nothing was started")
     return {name: s for name, s in statuses.items() if isinstance(s, dict) and s["alive"]}
-
-
-def _raise_first(results: dict[str, Any]) -> None:
-    for value in results.values():
-        if isinstance(value, SparkLaunchError):
-            raise value
 
 
 def _start_and_wait(
@@ -173,7 +169,7 @@ def _start_and_wait(
         if failed:
             left = _stop_what_answers(cluster, options)
             name, why = next(iter(failed.items()))
-            reason = why.message if isinstance(why, SparkLaunchError) else why.get("error")
+            reason = why.reason if isinstance(why, SparkLaunchError) else why.get("error")
             raise StartupFailed(f"could not start on {name}: {reason}", left, [])
         if not options.wait:
             return UpResult(

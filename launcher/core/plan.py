@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.render import NodeCommand, render_nodes
+from launcher.core.rows import Derived, model_rows, runner_set, topology_rows
 from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
 from launcher.core.spec.checks import NO_NODES, release_problem
-from launcher.core.spec.container import changed_from_defaults, container_settings
+from launcher.core.spec.container import changed_from_defaults
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import Spec
 from launcher.core.vllm.argv import BadValue, check_value, option_args
@@ -43,17 +44,6 @@ class PlanProblems(Exception):
     def __init__(self, problems: list[Problem]) -> None:
         super().__init__(f"{len(problems)} problem(s)")
         self.problems = problems
-
-
-@dataclass(frozen=True)
-class Derived:
-    """One decided setting, for the plan's table."""
-
-    setting: str
-    value: Any
-    flag: str | None  # the argv pinning it; None when implied by others
-    reason: str
-    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +116,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
         catalog.version,
         spec.vllm.runtime,
         render_nodes(spec, args),
-        (*model_rows(facts, inputs.runner_type, catalog), *_topology(spec), *derived),
+        (*model_rows(facts, inputs.runner_type, catalog, runner_set(spec)), *topology_rows(spec), *derived),
         tuple(notes),
     )
 
@@ -180,9 +170,9 @@ def _apply_rules(
             continue
         args += decision.args
         flag = " ".join(decision.args) or None
-        derived.append(
-            Derived(rule.setting, decision.value, flag, f"{rule.reason} [{rule.mirrors}]", decision.note)
-        )
+        source = "spec" if any(inputs.spec.serve.get(k) is not None for k in rule.owns) else rule.source
+        reason = f"{rule.reason} [{rule.mirrors}]"
+        derived.append(Derived(rule.setting, decision.value, flag, reason, source, decision.note))
         if decision.note:
             notes.append(decision.note)
     return derived, args, owned, notes
@@ -225,54 +215,6 @@ def check_serve_keys(spec: Spec, catalog: Catalog) -> list[Problem]:
 def _served_name(spec: Spec, catalog: Catalog) -> list[str]:
     name = spec.model.served_name
     return [catalog.options["served_model_name"].flag, name] if name else []
-
-
-def model_rows(facts: ModelFacts, runner: str | None, catalog: Catalog) -> list[Derived]:
-    """What the plan knows of the model; each known trait is a row the nodes' vLLM must confirm."""
-    registry = f"vLLM {catalog.version}'s model registry"
-    whence = f"{facts.source}, looked up in {registry}" if facts.kind else facts.source
-    rows = [Derived("model", facts.text, None, whence)]
-    traits = (
-        ("is_hybrid", facts.hybrid, "mamba or linear-attention layers mixed with attention (IsHybrid)"),
-        ("is_attention_free", facts.attention_free, "no attention layer at all (IsAttentionFree)"),
-        ("use_mla", facts.mla, "multi-head latent attention: the model type and kv_lora_rank"),
-    )
-    for setting, value, why in traits:
-        if value is not None:
-            rows.append(Derived(setting, value, None, f"{why} [{registry}; vllm/config/model.py]"))
-    if runner is not None:
-        why = "serve.runner / serve.convert, else the architecture (ModelConfig._get_runner_type)"
-        rows.append(Derived("runner_type", runner, None, why))
-    return rows
-
-
-def _topology(spec: Spec) -> list[Derived]:
-    n = len(spec.nodes)
-    env = "VLLM_HOST_IP, GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME" + (
-        ", NCCL_IB_HCA" if any(x.hca for x in spec.nodes) else ""
-    )
-    return [
-        Derived(
-            "node_rank",
-            f"0..{n - 1}",
-            "--node-rank=R",
-            "the node's position in the spec; the only flag besides --headless that differs",
-        ),
-        Derived("headless", "ranks 1.." if n > 1 else "none", "--headless", "only rank 0 serves the API"),
-        Derived(
-            "per-node env",
-            env,
-            None,
-            "from each node's address, interface and hca; every other variable is identical",
-        ),
-        *_container(spec),
-    ]
-
-
-def _container(spec: Spec) -> list[Derived]:
-    if spec.vllm.runtime != "docker":
-        return []
-    return [Derived(*row) for row in container_settings(spec.vllm.container)]
 
 
 def _container_notes(spec: Spec) -> list[str]:

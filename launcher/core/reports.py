@@ -9,27 +9,46 @@ from typing import Any
 from launcher.core.checks import Report
 from launcher.core.serving.state import ClusterStatus, DownResult, Verification
 from launcher.core.serving.watchdog import Verdict
+from launcher.core.terminal import PLAIN, Screen
 
 CACHE_KEYS = ("block_size", "mamba_block_size", "mamba_cache_mode", "enable_prefix_caching")
+COLUMN = 26  # a node's column in the check table, where the screen has room
 
 
-def check_text(report: Report) -> str:
-    """The check as a table: one row per item, one column per node; failures marked."""
+def check_text(report: Report, screen: Screen = PLAIN) -> str:
+    """The check as a table: one row per item, one column per node; failures marked.
+
+    On a screen of known width the node columns narrow to fit it (each cut value is then
+    shown whole under a failing row) and hints wrap; FAIL and warn are marked on a terminal.
+    """
     width = max(len(r.item) for r in report.rows) + 2
-    col = 26
-    lines = [f"{'':<8}{'':<{width}}" + "".join(f"{n:<{col}}" for n in report.nodes)]
+    col = _column(screen, 14 + width, len(report.nodes))
+    lines = [(f"{'':<{14 + width}}" + "".join(f"{n:<{col}}" for n in report.nodes)).rstrip()]
     for r in report.rows:
         mark = "ok  " if r.ok else ("FAIL" if r.level == "fail" else "warn")
-        cells = "".join(f"{_cell(r.values.get(n, '')):<{col}}" for n in report.nodes) if r.values else ""
-        lines.append(f"{mark:<5}{r.area:<9}{r.item:<{width}}{cells}".rstrip())
+        cells = (
+            "".join(f"{_cell(r.values.get(n, ''), col - 2):<{col}}" for n in report.nodes) if r.values else ""
+        )
+        shown = screen.paint(mark, "fail" if mark == "FAIL" else "warn") if not r.ok else mark
+        lines.append(f"{shown} {r.area:<9}{r.item:<{width}}{cells}".rstrip())
         if not r.ok:  # a failing value cut to fit its column is shown whole
-            lines += [
-                f"{'':<14}{n}: {v}" for n, v in r.values.items() if _cell(v) != str(v) and len(str(v)) > 24
-            ]
-        if r.hint:
-            lines.append(f"{'':<14}-> {r.hint}")
+            for n, v in r.values.items():
+                if _cell(v, col - 2) != str(v) and len(str(v)) > col - 4:
+                    lines += screen.fit(f"{'':<14}{n}: ", str(v), 16 + len(n))
+        for hint in r.hint.splitlines() if r.hint else ():  # a hint per node, where each has its own
+            lines += screen.fit(f"{'':<14}-> ", hint, 17)
     verdict = "the nodes are alike" if report.ok else "the nodes are NOT alike"
+    if report.unreachable:
+        verdict = "not every node could be asked"
+    verdict = verdict if report.ok else screen.paint(verdict, "fail")
     return "\n".join([*lines, "", verdict])
+
+
+def _column(screen: Screen, used: int, nodes: int) -> int:
+    """A node column's width: 26, narrower when the screen is narrower (never under 14)."""
+    if screen.width is None or not nodes:
+        return COLUMN
+    return max(14, min(COLUMN, (screen.width - used) // nodes))
 
 
 def check_json(report: Report) -> str:
@@ -46,9 +65,9 @@ def check_summary(report: Report) -> str:
     )
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, room: int = COLUMN - 2) -> str:
     text = "yes" if value is True else "NO" if value is False else str(value)
-    return text if len(text) <= 24 else text[:23] + "…"
+    return text if len(text) <= room else text[: room - 1] + "…"
 
 
 def status_text(st: ClusterStatus, now: float) -> str:
@@ -115,4 +134,14 @@ def down_lines(result: DownResult) -> list[str]:
         else:
             what = "nothing running"
         lines.append(f"{name}: {what}" + ("" if r["remaining"] == 0 else f"; {r['remaining']} STILL RUNNING"))
+    lines += [
+        f"{name}: NOT REACHED, nothing stopped there: {why}" for name, why in result.unreachable.items()
+    ]
     return lines
+
+
+def down_json(cluster: str, result: DownResult) -> str:
+    """`down --json`: per node what was stopped, the nodes not reached, and whether nothing is left."""
+    return json.dumps(
+        {"cluster": cluster, "clean": result.clean and not result.unreachable, **asdict(result)}, indent=2
+    )

@@ -5,12 +5,46 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from launcher.core.plan import Plan
+from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
 from launcher.core.render import pretty_command, shown_word
+from launcher.core.spec.sections import spec_schema
+from launcher.core.terminal import PLAIN, Screen
+from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.serve_schema import serve_schema
 from launcher.errors import one_line
 
 if TYPE_CHECKING:  # the dry run's calls: `plan` itself needs none of the node side
     from launcher.core.remote import Call
+
+# Where a value comes from, as the plan's text says it in brackets.
+LEGEND = "source: spec, launcher, vllm-default, model"
+
+
+def editor_schema(catalogs: list[Catalog], only: str | None = None) -> dict[str, Any]:
+    """The spec's JSON Schema with `serve` described per release, chosen by vllm.version (or
+    vllm.flags_from); `only`: that release's `serve` for every spec, for editors without if/then."""
+    schema = spec_schema()
+    excluded = (*LAUNCHER_ONLY, *SPEC_OWNED, *SECRET_OPTIONS)
+    for catalog in catalogs:
+        schema["$defs"][f"serve-{catalog.version}"] = serve_schema(catalog, excluded)
+    versions = [c.version for c in catalogs]
+    schema["$defs"]["VllmSection"]["properties"]["version"]["examples"] = versions
+    if only is not None:
+        schema["properties"]["serve"] = {"$ref": f"#/$defs/serve-{only}"}
+        return schema
+    schema["allOf"] = [_serve_when(v, key) for v in versions for key in ("flags_from", "version")]
+    return schema
+
+
+def _serve_when(version: str, key: str) -> dict[str, Any]:
+    """`serve` is `version`'s when vllm.<key> names it (flags_from, when given, wins)."""
+    vllm: dict[str, Any] = {"properties": {key: {"const": version}}, "required": [key]}
+    if key == "version":
+        vllm["not"] = {"required": ["flags_from"]}
+    return {
+        "if": {"properties": {"vllm": vllm}, "required": ["vllm"]},
+        "then": {"properties": {"serve": {"$ref": f"#/$defs/serve-{version}"}}},
+    }
 
 
 def plan_dict(plan: Plan) -> dict[str, Any]:
@@ -39,6 +73,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
                 "value": d.value,
                 "flag": d.flag,
                 "reason": d.reason,
+                "source": d.source,
                 **({"note": d.note} if d.note else {}),
             }
             for d in plan.derived
@@ -52,8 +87,9 @@ def plan_json(plan: Plan) -> str:
     return json.dumps(plan_dict(plan), indent=2)
 
 
-def plan_text(plan: Plan) -> str:
-    """`plan` output: each node's exact command and env, then the derived settings."""
+def plan_text(plan: Plan, screen: Screen = PLAIN) -> str:
+    """`plan` output: each node's exact command and env, then the derived settings (and where
+    each value comes from); wrapped to the screen's width when it has one."""
     out = [
         f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
         f"{len(plan.nodes)} node(s), plan {plan.digest}"
@@ -68,12 +104,14 @@ def plan_text(plan: Plan) -> str:
         out += [f"  {k}={shown_word(v)}" for k, v in n.env.items()]
         out += [f"  {name}=<secret from the launcher's environment>" for name in n.secrets]
         out.append("  " + pretty_command(n.argv).replace("\n", "\n  "))
-    out += ["", "derived settings (same on every node unless said):"]
+    out += ["", *screen.fit("", f"derived settings (same on every node unless said; [{LEGEND}]):", 2)]
     width = max(len(d.setting) for d in plan.derived)
     for d in plan.derived:
         flag = d.flag or "(implied, no flag)"
-        out.append(f"  {d.setting:<{width}}  {one_line(_text(d.value))}   {one_line(flag)}")
-        out.append(f"  {'':<{width}}  why: {d.reason}")
+        row = f"{one_line(_text(d.value))}   {one_line(flag)}   [{d.source}]"
+        out += screen.fit(f"  {d.setting:<{width}}  ", row, width + 4)
+        out[-1] = out[-1].removesuffix(f"[{d.source}]") + screen.paint(f"[{d.source}]", "dim")
+        out += screen.fit(f"  {'':<{width}}  why: ", d.reason, width + 9)
     if plan.notes:
         out += ["", "notes:", *(f"  - {note}" for note in plan.notes)]
     return "\n".join(out)
@@ -101,6 +139,38 @@ def dry_run_text(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
             "  " + pretty_command(n.argv).replace("\n", "\n  "),
         ]
     return "\n".join(out)
+
+
+def dry_run_json(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
+    """`up --dry-run --json`: the same commands and stdin as the text, for scripts."""
+    nodes = [
+        {
+            "name": n.name,
+            "ssh": n.ssh,
+            "calls": [
+                {
+                    "command": call.command,
+                    "about": call.about,
+                    "stdin": f"the node script {call.script}.py" if call.script else _data(call.data),
+                }
+                for call in calls[n.name]
+            ],
+            "argv": list(n.argv),
+            "env": n.env,
+        }
+        for n in plan.nodes
+    ]
+    return json.dumps(
+        {"cluster": plan.cluster, "digest": plan.digest, "run": False, "nodes": nodes}, indent=2
+    )
+
+
+def _data(data: str | None) -> Any:
+    """A call's stdin data as JSON when it is JSON, else as text (None: no stdin)."""
+    try:
+        return None if data is None else json.loads(data)
+    except ValueError:
+        return data
 
 
 def _pretty_data(data: str) -> str:

@@ -9,19 +9,39 @@ import secrets as pysecrets
 import socket
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
 from launcher.core.spec.sections import Spec
-from launcher.errors import SparkLaunchError
+from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
 
 
 class ClusterBusy(SparkLaunchError):
     """Another spark-launch holds the cluster's lock."""
+
+
+class Unreachable(SparkLaunchError):
+    """Nodes that cannot be reached: every one named, with its reason and fix."""
+
+    exit_status = ExitStatus.UNREACHABLE
+
+    def __init__(self, errors: dict[str, SparkLaunchError], total: int, consequence: str) -> None:
+        super().__init__(
+            f"cannot reach {len(errors)} of {total} node(s) ({', '.join(errors)}): {consequence}"
+        )
+        self.errors = errors
+
+    def render(self) -> str:
+        """The verdict, then each node's reason and hint."""
+        lines = [self.message]
+        for name, error in self.errors.items():
+            lines.append(f"  {name}: {error.reason}")
+            lines += [f"    hint: {error.hint}"] if error.hint else []
+        return "\n".join(lines)
 
 
 @dataclass
@@ -32,9 +52,16 @@ class Cluster:
     plan: Plan
     executor: Executor
     api_key: str | None = None  # VLLM_API_KEY's value when the spec lists it as a secret
+    # Nodes found unreachable when the command began (they are not tried again).
+    unreachable: dict[str, NodeError] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.agents = {n.name: Agent(self.executor, self.spec.name, n.name) for n in self.plan.nodes}
+
+    def require_all(self, consequence: str) -> None:
+        """Unreachable, naming every node that cannot be reached, unless all can."""
+        if self.unreachable:
+            raise Unreachable(dict(self.unreachable), len(self.names), consequence)
 
     @property
     def names(self) -> list[str]:

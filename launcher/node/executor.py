@@ -32,6 +32,12 @@ class NodeError(SparkLaunchError):
     def __init__(self, node: str, reason: str, hint: str | None = None) -> None:
         super().__init__(f"node {node}: {reason}", hint)
         self.node = node
+        self._reason = reason
+
+    @property
+    def reason(self) -> str:
+        """What failed, without "node NAME:" (for a table or a line that names the node already)."""
+        return self._reason
 
 
 class StopStream(Exception):

@@ -15,8 +15,8 @@ from __future__ import annotations
 import http.client
 import logging
 import os
-import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,8 +25,10 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
-from launcher.node.executor import HttpResponse, NodeError, Relayed, Result, StopStream, Stream
+from launcher.errors import InputError
+from launcher.node.executor import HttpResponse, NodeError, Relayed, Result, StopStream, Stream, fan_out
 from launcher.node.relay import OnSent, pump
+from launcher.node.ssh_failures import Target, failure, kind_of, known_hosts_files, lost
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
@@ -39,7 +41,9 @@ RELAY_PACKET = 1 << 18  # the largest packet a node may send us: fewer packets, 
 GCM = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 
 
-KEEPALIVE_SECONDS = 5
+KEEPALIVE_SECONDS = 5  # when the ssh_config sets no ServerAliveInterval
+DEFAULT_CONNECT_TIMEOUT = 10.0  # when it sets no ConnectTimeout (and no --connect-timeout is given)
+log = logging.getLogger("launcher.ssh")  # what `spark-launch -v` shows
 
 
 class _AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -56,49 +60,79 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
 
 
 class SshExecutor:
-    """Executor over SSH: one connection per node, opened on first use and reused."""
+    """Executor over SSH: one connection per node, opened on first use and reused.
+
+    Each node's connection setup follows its ssh_config Host block: ConnectTimeout bounds
+    the TCP connection, the SSH greeting, the handshake and the authentication (each; 10 s
+    when unset, `connect_timeout` overrides it), ServerAliveInterval the keepalives.
+    """
 
     def __init__(
-        self, targets: dict[str, str], ssh_config: str | None = None, connect_timeout: float = 10
+        self, targets: dict[str, str], ssh_config: str | None = None, connect_timeout: float | None = None
     ) -> None:
         if ssh_config is not None and not Path(ssh_config).expanduser().is_file():
-            raise NodeError(
-                "(all)",
+            raise InputError(
                 f"ssh_config file {ssh_config} does not exist",
-                "fix --ssh-config or the spec's ssh_config key",
+                "fix --ssh-config or the spec's ssh_config key (a relative path is read from the spec's "
+                "folder)",
             )
         self.targets = targets
         self.ssh_config = ssh_config
         self.connect_timeout = connect_timeout
         self._connections: dict[str, Connection] = {}
         self._locks = {name: threading.Lock() for name in targets}
+        self._failed: dict[str, tuple[float, NodeError]] = {}  # the last failed try, and when it ended
+        self._down: dict[str, NodeError] = {}  # not tried again (see `reach`)
 
     # -- connections -------------------------------------------------------------------
     def connection(self, node: str) -> Connection:
         """The open connection to `node` (opened now if needed)."""
+        asked = time.monotonic()
         with self._locks[node]:
+            if node in self._down:
+                raise self._down[node]
+            failed = self._failed.get(node)
+            if failed is not None and failed[0] >= asked:  # a try ended while this one waited: its answer
+                raise failed[1]
             conn = self._connections.get(node)
             if conn is not None and conn.is_connected:
                 return conn
             conn = self._new_connection(node)
-            with self._errors(node, conn):
-                conn.open()
+            try:
+                with self._errors(node, conn, since=time.monotonic()):
+                    conn.open()
+            except NodeError as exc:
+                self._failed[node] = (time.monotonic(), exc)
+                raise
             transport = conn.client.get_transport()
-            if transport is not None:  # a dead peer is noticed in seconds, not at TCP's pace
-                transport.set_keepalive(KEEPALIVE_SECONDS)
+            interval = int(conn.ssh_config.get("serveraliveinterval", KEEPALIVE_SECONDS))
+            if transport is not None and interval > 0:  # a dead peer is noticed in seconds, not at TCP's pace
+                transport.set_keepalive(interval)
             self._connections[node] = conn
             return conn
 
+    def reach(self, nodes: list[str]) -> dict[str, NodeError]:
+        """Connect to every node at once; those that fail, by name. This executor does not try
+        them again: each later call on such a node raises the same error at once."""
+        results = fan_out(nodes, self.connection)
+        down = {n: r for n, r in results.items() if isinstance(r, NodeError)}
+        self._down.update(down)
+        return down
+
     def _new_connection(self, node: str) -> Connection:
         config = Config(runtime_ssh_path=os.path.expanduser(self.ssh_config)) if self.ssh_config else Config()
-        conn = Connection(self.targets[node], config=config, connect_timeout=self.connect_timeout)
-        conn.connect_kwargs.setdefault("banner_timeout", self.connect_timeout)
+        conn = Connection(self.targets[node], config=config)
+        # fabric reads ConnectTimeout (as whole seconds) for the TCP connection only; the greeting,
+        # the handshake and the authentication each get the same bound, or a silent peer holds us.
+        timeout = self.connect_timeout or float(
+            conn.ssh_config.get("connecttimeout", DEFAULT_CONNECT_TIMEOUT)
+        )
+        conn.connect_timeout = timeout
+        conn.connect_kwargs.setdefault("banner_timeout", timeout)
+        conn.connect_kwargs.setdefault("auth_timeout", timeout)
         conn.connect_kwargs["transport_factory"] = _gcm_first
         strict = str(conn.ssh_config.get("stricthostkeychecking", "ask")).lower()
-        files = [
-            Path(os.path.expanduser(f))
-            for f in str(conn.ssh_config.get("userknownhostsfile", "~/.ssh/known_hosts")).split()
-        ]
+        files = known_hosts_files(conn.ssh_config)
         for path in [Path("/etc/ssh/ssh_known_hosts"), *files]:
             if path.is_file():
                 conn.client.load_host_keys(str(path))
@@ -108,56 +142,40 @@ class SshExecutor:
             conn.client.set_missing_host_key_policy(_AcceptNew(files[0]))
         else:
             conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        identities = " ".join(conn.ssh_config.get("identityfile", [])) or "ssh-agent and the default keys"
+        log.info("%s: %s; StrictHostKeyChecking %s; %s", node, self._target(node, conn), strict, identities)
         return conn
 
     @contextmanager
-    def _errors(self, node: str, conn: Connection | None = None) -> Iterator[None]:
-        """Translate paramiko and socket failures into NodeError."""
-        where = f"{conn.user}@{conn.host}:{conn.port}" if conn is not None else self.targets[node]
-        host, port = (conn.host, conn.port) if conn is not None else (where, 22)
+    def _errors(self, node: str, conn: Connection | None = None, since: float = 0.0) -> Iterator[None]:
+        """Translate paramiko and socket failures into NodeError: what failed, and the fix.
+        With `conn`, the failure is of setting it up (begun at `since`)."""
         try:
             yield
-        except paramiko.BadHostKeyException:
-            raise NodeError(
-                node,
-                f"the host key of {where} has CHANGED: refusing to connect",
-                f"if the node was reinstalled, remove the old key: ssh-keygen -R {host}",
-            ) from None
-        except paramiko.AuthenticationException:
-            raise NodeError(
-                node,
-                f"authentication failed for {where}",
-                "check the key: ssh-copy-id, or IdentityFile in ssh_config",
-            ) from None
-        except paramiko.ssh_exception.NoValidConnectionsError:
-            raise NodeError(
-                node, f"connection refused by {where}", "is sshd running there, on that port?"
-            ) from None
-        except TimeoutError:
-            raise NodeError(
-                node,
-                f"timed out reaching {where}",
-                "is the address right and reachable from here? (ssh -v to see more)",
-            ) from None
-        except socket.gaierror:
-            raise NodeError(
-                node, f"cannot resolve {where}", "check the ssh target or HostName in ssh_config"
-            ) from None
-        except paramiko.SSHException as exc:
-            if "not found in known_hosts" in str(exc):
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            if conn is None:  # a connection set up earlier broke: the session, not the handshake
+                detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else ""
                 raise NodeError(
-                    node,
-                    f"the host key of {where} is unknown: refusing to connect",
-                    f"check it, then accept it: ssh {self.targets[node]} once, or "
-                    f"ssh-keyscan -p {port} {host} >> ~/.ssh/known_hosts",
+                    node, lost(detail), "the node may have rebooted or the network dropped"
                 ) from None
-            raise NodeError(node, f"ssh failed: {exc}") from None
-        except (EOFError, OSError) as exc:
-            raise NodeError(
-                node,
-                f"connection lost: {exc or type(exc).__name__}",
-                "the node may have rebooted or the network dropped",
-            ) from None
+            target = self._target(node, conn)
+            kind, detail = kind_of(exc)
+            if kind == "no-greeting" and time.monotonic() - since < target.timeout / 2:
+                kind = "closed"  # it hung up long before the timeout: no SSH server, or one refusing us
+            raise NodeError(node, *failure(kind, detail, target)) from None
+
+    def _target(self, node: str, conn: Connection) -> Target:
+        """The node's target as its ssh_config resolved it, for the failure's words."""
+        return Target(
+            alias=self.targets[node],
+            user=str(conn.user),
+            host=str(conn.host),
+            port=int(conn.port),
+            ssh_config=self.ssh_config,
+            known_hosts=str(known_hosts_files(conn.ssh_config)[0]),
+            timeout=float(conn.connect_timeout or DEFAULT_CONNECT_TIMEOUT),
+            batch=str(conn.ssh_config.get("batchmode", "no")).lower() == "yes",
+        )
 
     # -- the Executor interface --------------------------------------------------------
     def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:

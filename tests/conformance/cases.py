@@ -156,6 +156,18 @@ REFUSALS: tuple[Refusal, ...] = (
         )
         for kind in ("hybrid", "attention-free")
     ),
+    Refusal(  # the range is the release's own (CacheConfig: gt=0, le=1), read into its catalog
+        "gpu-memory-utilization-as-a-percentage",
+        "hybrid",
+        {"gpu_memory_utilization": 85},
+        "serve.gpu_memory_utilization",
+        "85 is outside (0, 1]",
+        (
+            Check("hybrid", {}, {"gpu_memory_utilization": 85}, error="less than or equal to 1"),
+            Check("hybrid", {}, {"gpu_memory_utilization": 0.85}),
+        ),
+        hint="0.85 for 85%",
+    ),
     Refusal(
         "mamba-block-size-without-prefix-caching",
         "hybrid",

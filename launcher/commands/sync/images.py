@@ -15,7 +15,7 @@ from typing import Any
 
 from launcher.commands.reporter import Reporter
 from launcher.commands.sync.image_copy import direct_copy, relayed_copy
-from launcher.errors import SparkLaunchError
+from launcher.errors import InputError, SparkLaunchError
 from launcher.node.cluster import Cluster
 
 # `docker load` unpacks the archive in the engine's data root before it extracts the layers.
@@ -63,13 +63,13 @@ def sync_images(cluster: Cluster, reporter: Reporter, relay: bool = False) -> Sy
     Node to node over OpenSSH, or with `relay` through this machine."""
     spec = cluster.spec
     image = str(spec.vllm.image)
-    if spec.vllm.runtime != "docker":
-        raise SparkLaunchError(
+    if spec.vllm.runtime != "docker":  # the spec asks for something this command cannot do: exit 2
+        raise InputError(
             f"sync images is for the docker runtime; {spec.name} runs vLLM from a venv",
             "set vllm.runtime: docker and vllm.image in the spec",
         )
     if "@" in image:
-        raise SparkLaunchError(
+        raise InputError(
             f"{image} is pinned by digest, and an image copied with docker save/load carries no repo "
             "digest: the nodes could not find it by that name",
             f"pull it on every node (docker pull {image}), or name it by tag in the spec; "

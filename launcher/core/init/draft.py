@@ -178,6 +178,13 @@ def model(request: InitRequest, facts: Facts, head: str) -> tuple[Decided, Decid
     return Decided(path, tuple(notes)), Decided(None, (f"config.json on {source}",)), warnings
 
 
+def lacking_model(request: InitRequest, facts: Facts) -> tuple[str, ...]:
+    """The nodes whose copy of the requested model is missing or incomplete (`sync models` fixes it)."""
+    if not request.model:
+        return ()
+    return tuple(n for n, f in facts.items() if _incomplete(f.get("model", {})))
+
+
 def model_kind(facts: Facts, source: str, catalog: Catalog | None) -> Decided:
     """model.hybrid as vLLM's registry (of the release found) sees the config.json on `source`."""
     config = facts[source].get("model", {}).get("config")

@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.plan import Derived, Plan, PlanProblems, build_plan
+from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.receipts.diff import Change, argv_diff, grouped, words
+from launcher.core.rows import Derived
 from launcher.core.spec.sections import Spec
 from launcher.core.vllm.catalog import Catalog, Option
 from launcher.core.vllm.models import ModelFacts

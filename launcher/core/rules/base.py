@@ -95,6 +95,9 @@ class Rule:
     mirrors: str
     owns: tuple[str, ...] = ()  # serve keys this rule renders itself
     when: Callable[[Inputs], bool] = lambda _: True
+    # Where the value comes from when the spec sets none of `owns`: vLLM's own choice, pinned
+    # ("vllm-default"), or the launcher's decision ("launcher"). Set by the spec, it is "spec".
+    source: str = "vllm-default"
 
     def applies(self, inputs: Inputs) -> bool:
         """True when this rule is in force for the spec's vLLM release and model."""

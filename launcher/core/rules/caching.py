@@ -62,7 +62,7 @@ def _explicit_bool(inputs: Inputs, key: str, default: bool | str) -> bool:
             raise RuleProblem(key, f"must be set explicitly {what}", default)
         value = default
     if not isinstance(value, bool):
-        raise RuleProblem(key, f"expected true or false, got {value!r}")
+        raise RuleProblem(key, f"expected true or false, got {value!r}", "write true or false")
     return value
 
 

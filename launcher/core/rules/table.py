@@ -18,6 +18,7 @@ RULES: tuple[Rule, ...] = (
         "multi-node tensor parallel without Ray: every node runs its own workers",
         "vllm/entrypoints/cli/serve.py (run_headless)",
         owns=("distributed_executor_backend",),
+        source="launcher",
     ),
     Rule(
         "nnodes",
@@ -26,6 +27,7 @@ RULES: tuple[Rule, ...] = (
         "the number of nodes in the spec",
         "vllm/config/parallel.py (nnodes)",
         owns=("nnodes",),
+        source="launcher",
     ),
     Rule(
         "master_addr",
@@ -34,6 +36,7 @@ RULES: tuple[Rule, ...] = (
         "rank 0's fabric address; vLLM's default 127.0.0.1 would point each node at itself",
         "vllm/config/parallel.py (master_addr)",
         owns=("master_addr",),
+        source="launcher",
     ),
     Rule(
         "master_port",
@@ -63,9 +66,9 @@ RULES: tuple[Rule, ...] = (
         "enable_prefix_caching",
         "",
         caching.prefix_caching,
-        "unset, each node derives it from its own model config (is_prefix_caching_supported: on "
-        "for generative decoder and hybrid models, off for attention-free and encoder-decoder "
-        "ones); pinned to that choice so every node agrees",
+        "left unset, each node would derive it from its own model config (is_prefix_caching_supported: "
+        "on for generative decoder and hybrid models, off for attention-free and encoder-decoder "
+        "ones): pinned, so every node agrees",
         "vllm/engine/arg_utils.py (_set_default_chunked_prefill_and_prefix_caching_args)",
         owns=("enable_prefix_caching",),
     ),
@@ -94,8 +97,8 @@ RULES: tuple[Rule, ...] = (
         "enable_chunked_prefill",
         "",
         caching.chunked_prefill,
-        "unset, each node derives it from its model config (is_chunked_prefill_supported: on "
-        "but for encoder-decoder models); align mode requires it",
+        "left unset, each node would derive it from its model config (is_chunked_prefill_supported: "
+        "on but for encoder-decoder models); align mode requires it",
         "vllm/engine/arg_utils.py (_set_default_chunked_prefill_and_prefix_caching_args)",
         owns=("enable_chunked_prefill",),
     ),

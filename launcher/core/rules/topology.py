@@ -7,9 +7,11 @@ from typing import Any
 
 from launcher.core.rules.base import Decision, Inputs, RuleProblem, Unresolved, pinned
 from launcher.core.spec.checks import MAX_GPUS
+from launcher.core.vllm.argv import PORTS
 
 DEFAULT_MASTER_PORT = 29501
 DEFAULT_API_PORT = 8000
+RULE_PORTS = frozenset({"master_port", "port"})  # decided by rules, in this order
 
 
 def fixed(setting: str, value: Callable[[Inputs], Any]) -> Callable[[Inputs], Decision]:
@@ -28,10 +30,36 @@ def port_setting(key: str, default: int) -> Callable[[Inputs], Decision]:
         value = inputs.explicit(key)
         value = default if value is None else value
         if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
-            raise RuleProblem(key, f"must be a port number, got {value!r}")
+            raise RuleProblem(key, f"must be a port number, got {value!r}", "1 to 65535")
+        _refuse_clash(inputs, key, value)
+        inputs.resolved[key] = value
         return pinned(inputs, key, value)
 
     return decide
+
+
+def _refuse_clash(inputs: Inputs, key: str, value: int) -> None:
+    """Two of vLLM's listeners on one port: the second fails to bind only once the weights are loading."""
+    taken = {k: v for k in PORTS if k != key and (v := inputs.resolved.get(k)) is not None}
+    taken |= {
+        k: v for k in sorted(PORTS - RULE_PORTS) if (v := inputs.spec.serve.get(k)) is not None and k != key
+    }
+    clash = next((k for k, v in taken.items() if v == value), None)
+    if clash is not None:
+        whose = "the spec's" if clash in inputs.spec.serve else "vLLM's default"
+        raise RuleProblem(
+            key,
+            f"{value} is also {clash} ({whose}): two listeners cannot share a port",
+            f"give {key} and {clash} different ports, e.g. {key}: {_free_port(value, taken)}",
+        )
+
+
+def _free_port(value: int, taken: dict[str, Any]) -> int:
+    """The next port after `value` that nothing else here uses."""
+    port = value + 1
+    while port in taken.values():
+        port += 1
+    return port if port < 65536 else 1024
 
 
 def parallel(inputs: Inputs) -> Decision:
@@ -46,7 +74,7 @@ def parallel(inputs: Inputs) -> Decision:
     }
     for key, value in sizes.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise RuleProblem(key, f"must be a positive integer, got {value!r}")
+            raise RuleProblem(key, f"must be a positive integer, got {value!r}", "1 or more (unset means 1)")
     if len({n.gpus for n in nodes}) > 1:
         raise RuleProblem(
             "tensor_parallel_size",

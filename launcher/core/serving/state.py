@@ -99,6 +99,7 @@ class DownResult:
     """What `down` found and stopped on each node."""
 
     per_node: dict[str, dict[str, Any]]
+    unreachable: dict[str, str] = field(default_factory=dict)  # node -> why it could not be reached
 
     @property
     def clean(self) -> bool:

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 
 from launcher.core.spec.container import check_container
+from launcher.core.spec.misplaced import runtime_ignored
 from launcher.core.spec.sections import Node, Spec, VllmSection
 from launcher.errors import Problem
 
@@ -24,6 +25,7 @@ SSH_TARGET = re.compile(r"(?:[^-@\s:][^@\s:]*@)?[^-@\s:][^@\s:]*(?::(\d{1,5}))?\
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z")
 RELEASE = re.compile(r"v?\d{1,4}(\.\d{1,4}){0,2}(\+[A-Za-z0-9._-]{1,64})?\Z")
 MAX_GPUS = 64
+ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
 NO_NODES = Problem(("nodes",), "needs at least one node", "list the machines; the first is rank 0")
 
 
@@ -33,6 +35,7 @@ def check_spec(spec: Spec) -> list[Problem]:
     problems += _check_env(spec)
     problems += _check_model(spec)
     problems += check_container(spec.vllm.container, spec.vllm.runtime, spec.model.path)
+    problems += runtime_ignored(spec)
     if spec.ssh_config is not None:
         problems += _one_line(("ssh_config",), spec.ssh_config)
         if spec.ssh_config.startswith("~") and not spec.ssh_config.startswith("~/"):
@@ -106,7 +109,8 @@ def _check_vllm(section: VllmSection) -> list[Problem]:
         problems += [problem] if problem else []
     needed = "venv" if section.runtime == "venv" else "image"
     if getattr(section, needed) is None:
-        problems.append(Problem(("vllm", needed), f"is required with runtime {section.runtime}"))
+        what = "the vLLM venv's absolute path on the nodes" if needed == "venv" else "the image, by digest"
+        problems.append(Problem(("vllm", needed), f"is required with runtime {section.runtime}", what))
     if section.venv is not None:
         problems += _check_venv(section.venv)
     if section.image is not None and not IMAGE.match(section.image):
@@ -123,7 +127,11 @@ def _check_vllm(section: VllmSection) -> list[Problem]:
 def _check_venv(venv: str) -> list[Problem]:
     where = ("vllm", "venv")
     if not venv.startswith("/"):
-        return [Problem(where, "must be an absolute path on the nodes")]
+        return [
+            Problem(
+                where, "must be an absolute path on the nodes", "e.g. /opt/vllm (it runs <venv>/bin/vllm)"
+            )
+        ]
     if "=" in venv:
         # `check` runs <venv>/bin/python through `env NAME=value ...`, which reads a word
         # holding '=' as one more variable.
@@ -140,7 +148,11 @@ def _check_nodes(nodes: tuple[Node, ...]) -> list[Problem]:
         for i, node in enumerate(nodes):
             if counts[getattr(node, key)] > 1:
                 problems.append(
-                    Problem(("nodes", i, key), f"{getattr(node, key)!r} is used by more than one node")
+                    Problem(
+                        ("nodes", i, key),
+                        f"{getattr(node, key)!r} is used by more than one node",
+                        f"each node needs its own {key}",
+                    )
                 )
     for i, node in enumerate(nodes):
         problems += _check_node(i, node)
@@ -172,9 +184,19 @@ def _check_node(i: int, node: Node) -> list[Problem]:
     devices += [((*where, "hca", j), hca) for j, hca in enumerate(node.hca)]
     for path, value in devices:
         if not IFACE_NAME.match(value):
-            problems.append(Problem(path, f"{value!r} is not a network device name"))
+            problems.append(
+                Problem(
+                    path,
+                    f"{value!r} is not a network device name",
+                    "the name `ip link` shows, e.g. enp1s0f0np0",
+                )
+            )
     if not 1 <= node.gpus <= MAX_GPUS:
-        problems.append(Problem((*where, "gpus"), f"must be between 1 and {MAX_GPUS}, got {node.gpus}"))
+        problems.append(
+            Problem(
+                (*where, "gpus"), f"must be between 1 and {MAX_GPUS}, got {node.gpus}", "a DGX Spark has 1"
+            )
+        )
     for name in node.env:
         if name.startswith("VLLM_"):
             problems.append(
@@ -216,7 +238,9 @@ def _check_env(spec: Spec) -> list[Problem]:
                     )
                 )
             if not ENV_NAME.match(name):
-                problems.append(Problem((*where, name), f"{name!r} is not a valid variable name"))
+                problems.append(
+                    Problem((*where, name), f"{name!r} is not a valid variable name", ENV_NAME_HINT)
+                )
             elif name in PER_NODE_ENV:
                 problems.append(
                     Problem(
@@ -227,7 +251,7 @@ def _check_env(spec: Spec) -> list[Problem]:
                 )
     for j, name in enumerate(spec.secrets):
         if not ENV_NAME.match(name):
-            problems.append(Problem(("secrets", j), f"{name!r} is not a valid variable name"))
+            problems.append(Problem(("secrets", j), f"{name!r} is not a valid variable name", ENV_NAME_HINT))
         elif name in spec.env or any(name in n.env for n in spec.nodes):
             problems.append(
                 Problem(

@@ -102,30 +102,38 @@ def container_options(section: ContainerSection, model_path: str) -> tuple[str, 
     return tuple(options)
 
 
-def container_settings(section: ContainerSection) -> list[tuple[str, object, str | None, str]]:
-    """(setting, value, flag, why) of every container option, for the plan."""
-    rows: list[tuple[str, object, str | None, str]] = [
+def container_settings(section: ContainerSection) -> list[tuple[str, object, str | None, str, str]]:
+    """(setting, value, flag, why, source: spec or launcher) of every container option, for the plan."""
+    rows: list[tuple[str, object, str | None, str, str]] = [
         (
             "container image pull",
             "never",
             "--pull=never",
             "a node without the image fails at once instead of fetching whatever the name points "
             "at there (`spark-launch sync images` copies the head's image)",
+            "launcher",
         ),
-        ("container network", "host", "--network=host", "the node's own interfaces and addresses"),
+        (
+            "container network",
+            "host",
+            "--network=host",
+            "the node's own interfaces and addresses",
+            "launcher",
+        ),
     ]
     for f in fields(ContainerSection):
         value = getattr(section, f.name)
         if f.name == "shm_size" and value is None:
             continue
         flag = _flag(f.name, value)
-        if value == getattr(DEFAULTS, f.name):
+        source = "launcher" if value == getattr(DEFAULTS, f.name) else "spec"
+        if source == "launcher":
             why = f"the default: {WHY_DEFAULT[f.name]}"
         else:
             why = f"from the spec (vllm.container.{f.name}); a DGX Spark needs " + (
                 f"{getattr(DEFAULTS, f.name)}" if f.name != "shm_size" else "ipc host instead"
             )
-        rows.append((f"container {f.name}", "unlimited" if value == -1 else value, flag, why))
+        rows.append((f"container {f.name}", "unlimited" if value == -1 else value, flag, why, source))
     return rows
 
 

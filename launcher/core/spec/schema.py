@@ -20,6 +20,9 @@ from launcher.errors import Problem
 
 Path = tuple[str | int, ...]
 _INVALID: Any = object()
+UNKNOWN_KEY = "unknown key {!r}"
+MAPPING_HINT = "write `key: value` lines indented under it (the files in configs/ show each section)"
+CONTROL_HINT = "remove the control character (a stray paste?)"
 ENV_MARK = "env value"
 JSON_MARK = "JSON value"
 # An environment value: YAML may write it as a number, the process sees a string.
@@ -47,7 +50,7 @@ def suggest(word: str, choices: typing.Iterable[str]) -> str | None:
 def build(cls: type[Any], data: Any, path: Path, problems: list[Problem]) -> Any:
     """Turn `data` into an instance of dataclass `cls`, appending problems; may return INVALID."""
     if not isinstance(data, Mapping):
-        problems.append(Problem(path, f"expected a mapping, got {_kind(data)}"))
+        problems.append(Problem(path, f"expected a mapping, got {_kind(data)}", MAPPING_HINT))
         return _INVALID
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
@@ -55,12 +58,12 @@ def build(cls: type[Any], data: Any, path: Path, problems: list[Problem]) -> Any
     for key, value in data.items():
         if key not in fields:
             # Reported, but the rest is still built so later checks can report theirs too.
-            problems.append(Problem((*path, str(key)), f"unknown key {key!r}", suggest(str(key), fields)))
+            problems.append(Problem((*path, str(key)), UNKNOWN_KEY.format(key), suggest(str(key), fields)))
             continue
         values[key] = convert(hints[key], value, (*path, key), problems)
     for name, f in fields.items():
         if name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            problems.append(Problem((*path, name), "is required"))
+            problems.append(Problem((*path, name), "is required", f.metadata.get("doc")))
             values[name] = _INVALID
     if any(v is _INVALID for v in values.values()):
         return _INVALID
@@ -84,7 +87,14 @@ def convert(tp: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
     if origin is Literal:
         if value in args:
             return value
-        problems.append(Problem(path, f"must be one of {', '.join(map(str, args))}; got {value!r}"))
+        choices = [str(a) for a in args]
+        problems.append(
+            Problem(
+                path,
+                f"must be one of {', '.join(choices)}; got {value!r}",
+                suggest(str(value), choices) or "write one of them",
+            )
+        )
         return _INVALID
     if origin is tuple:
         return _sequence(args[0], value, path, problems)
@@ -110,11 +120,11 @@ def _scalar(tp: type, value: Any, path: Path, problems: list[Problem]) -> Any:
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if ok and isinstance(value, str) and text_problem(value):
-        problems.append(Problem(path, f"{value!r} {text_problem(value)}"))
+        problems.append(Problem(path, f"{value!r} {text_problem(value)}", CONTROL_HINT))
         return _INVALID
     if ok:
         return value
-    hint = "quote it to make it text" if tp is str and _quotable(value) else None
+    hint = "quote it to make it text" if tp is str and _quotable(value) else _EXAMPLES.get(tp)
     problems.append(Problem(path, f"expected {_NAMES.get(tp, tp.__name__)}, got {_kind(value)}", hint))
     return _INVALID
 
@@ -125,7 +135,9 @@ def _quotable(value: Any) -> bool:
 
 def _sequence(item: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
     if not isinstance(value, list):
-        problems.append(Problem(path, f"expected a list, got {_kind(value)}"))
+        problems.append(
+            Problem(path, f"expected a list, got {_kind(value)}", "write [a, b], or one '- item' a line")
+        )
         return _INVALID
     out = tuple(convert(item, v, (*path, i), problems) for i, v in enumerate(value))
     return _INVALID if any(v is _INVALID for v in out) else out
@@ -133,7 +145,7 @@ def _sequence(item: Any, value: Any, path: Path, problems: list[Problem]) -> Any
 
 def _mapping(item: Any, value: Any, path: Path, problems: list[Problem]) -> Any:
     if not isinstance(value, Mapping):
-        problems.append(Problem(path, f"expected a mapping, got {_kind(value)}"))
+        problems.append(Problem(path, f"expected a mapping, got {_kind(value)}", MAPPING_HINT))
         return _INVALID
     out = {}
     for key, v in value.items():
@@ -150,7 +162,7 @@ def _key_ok(key: Any, path: Path, problems: list[Problem]) -> bool:
         problems.append(Problem(path, f"a key must be text, got {_kind(key)}", "quote it"))
         return False
     if text_problem(key):
-        problems.append(Problem(path, f"the key {key!r} {text_problem(key)}"))
+        problems.append(Problem(path, f"the key {key!r} {text_problem(key)}", CONTROL_HINT))
         return False
     return True
 
@@ -162,11 +174,13 @@ def _json_value(value: Any, path: Path, problems: list[Problem]) -> Any:
     if isinstance(value, float):
         if math.isfinite(value):
             return value
-        problems.append(Problem(path, f"must be a finite number, got {value!r}"))
+        problems.append(
+            Problem(path, f"must be a finite number, got {value!r}", "write a number, not .inf or .nan")
+        )
     elif isinstance(value, str):
         if not text_problem(value):
             return value
-        problems.append(Problem(path, f"{value!r} {text_problem(value)}"))
+        problems.append(Problem(path, f"{value!r} {text_problem(value)}", CONTROL_HINT))
     elif isinstance(value, list):
         items = [_json_value(v, (*path, i), problems) for i, v in enumerate(value)]
         return _INVALID if any(v is _INVALID for v in items) else items
@@ -199,6 +213,11 @@ def _env_value(value: Any, path: Path, problems: list[Problem]) -> Any:
 
 
 _NAMES = {str: "a string", int: "an integer", bool: "true or false", float: "a number"}
+_EXAMPLES = {
+    int: "write a whole number, e.g. 1",
+    bool: "write true or false",
+    float: "write a number, e.g. 0.5",
+}
 
 
 def _kind(value: Any) -> str:

@@ -12,6 +12,7 @@ import math
 import re
 from typing import Any
 
+from launcher.core.spec.schema import suggest
 from launcher.core.vllm.catalog import Option
 
 # What vLLM's human_readable_int accepts: 4096, 128k, 1.5M, 2Gi, or "auto" for lengths.
@@ -52,10 +53,10 @@ def json_arg(value: Any) -> str:
 def check_value(option: Option, value: Any, choices: bool = True) -> None:
     """BadValue unless `value` has the type and range `option` takes (and one of its choices)."""
     if value is None:
-        raise BadValue("has no value; give one or remove the key")
+        raise BadValue("has no value", "give one, or remove the key")
     if option.kind in ("bool", "flag"):
         if not isinstance(value, bool):
-            raise BadValue(f"expected true or false, got {value!r}")
+            raise BadValue(f"expected true or false, got {value!r}", "write true or false")
         return
     if not choices:
         option = dataclasses.replace(option, choices=None)
@@ -63,7 +64,9 @@ def check_value(option: Option, value: Any, choices: bool = True) -> None:
         texts = [_scalar_text(option, v) for v in _items(value)]
         if not texts or any(t.startswith("-") for t in texts):
             # Written as separate words after the flag: a word starting with '-' is another option.
-            raise BadValue("needs a non-empty list, and no item may start with '-'")
+            raise BadValue(
+                "needs a non-empty list, and no item may start with '-'", "write [a, b], each item a word"
+            )
         return
     _scalar_text(option, value)
 
@@ -79,7 +82,10 @@ def option_args(option: Option, value: Any) -> tuple[str, ...]:
         if value:
             return (option.flag,)
         if not option.negative:
-            raise BadValue("this release has no way to turn it off on the command line")
+            raise BadValue(
+                "this release has no way to turn it off on the command line",
+                "remove the key (off is its default)",
+            )
         return (option.negative[0],)
     if option.kind == "flag":
         return (option.flag,) if value else ()
@@ -92,32 +98,55 @@ def _scalar_text(option: Option, value: Any) -> str:
     if option.type == "json":
         return value if isinstance(value, str) else json_arg(value)
     if isinstance(value, bool | dict | list):
-        raise BadValue(f"expected {_expects(option)}, got {value!r}")
+        raise BadValue(f"expected {_expects(option)}, got {value!r}", _takes(option))
     if option.type == "int":
         _check_int(option, value)
     if option.type == "float" and not (isinstance(value, int) or _finite(value)):
-        raise BadValue(f"expected a finite number, got {value!r}")
+        raise BadValue(f"expected a finite number, got {value!r}", _takes(option))
     text = str(value)
     if option.type == "size" and not SIZE.match(text):
-        raise BadValue(f"expected {_expects(option)}, got {value!r}")
+        raise BadValue(f"expected {_expects(option)}, got {value!r}", _takes(option))
+    _check_bounds(option, value)
     if option.choices is not None and text not in option.choices:
-        raise BadValue(f"{value!r} is not one of {', '.join(option.choices)}")
+        raise BadValue(
+            f"{value!r} is not one of {', '.join(option.choices)}",
+            suggest(text, option.choices) or f"the choices of {option.flag} in this release",
+        )
     return text
 
 
 def _check_int(option: Option, value: Any) -> None:
     if not isinstance(value, int):
-        raise BadValue(f"expected an integer, got {value!r}")
+        raise BadValue(f"expected an integer, got {value!r}", _takes(option))
     if option.key in PORTS and not 0 < value < 65536:
         raise BadValue(f"must be a port number, got {value!r}", "1 to 65535")
     if option.key in POSITIVE and value < 1:
-        raise BadValue(f"must be a positive integer, got {value!r}")
+        raise BadValue(f"must be a positive integer, got {value!r}", "1 or more")
     if not -INT_LIMIT <= value < INT_LIMIT:
         raise BadValue(f"{value} is out of range for an integer option", "at most 2**63 - 1")
 
 
+def _check_bounds(option: Option, value: Any) -> None:
+    """The range the release's config class keeps (vLLM itself refuses it only on the node, late)."""
+    bounds = option.bounds
+    if bounds is None or not isinstance(value, int | float) or bounds.holds(value):
+        return
+    interval = bounds.text[0] in "(["
+    hint = f"vLLM's config keeps {option.flag} {'in ' if interval else ''}{bounds.text}"
+    if option.key == "gpu_memory_utilization" and 1 < value <= 100:
+        hint = f"a fraction of the GPU's memory, not a percentage: {value / 100:g} for {value:g}%"
+    raise BadValue(
+        f"{value!r} is outside {bounds.text}" if interval else f"must be {bounds.text}, got {value!r}", hint
+    )
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, float) and math.isfinite(value)
+
+
+def _takes(option: Option) -> str:
+    """What the option's value looks like, for a hint."""
+    return f"{option.flag} takes {_expects(option)}"
 
 
 def _expects(option: Option) -> str:

@@ -23,6 +23,44 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
+class Bounds:
+    """The range a numeric option's value must keep, as its vLLM config field declares it."""
+
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+
+    def holds(self, value: float) -> bool:
+        """True when `value` is inside the range."""
+        return not (
+            (self.gt is not None and value <= self.gt)
+            or (self.ge is not None and value < self.ge)
+            or (self.lt is not None and value >= self.lt)
+            or (self.le is not None and value > self.le)
+        )
+
+    @property
+    def text(self) -> str:
+        """The range as people write it: (0, 1], [1, 65535], > 0, >= 1."""
+        low, high = _first(("(", self.gt), ("[", self.ge)), _first((")", self.lt), ("]", self.le))
+        if low and high:
+            return f"{low[0]}{_num(low[1])}, {_num(high[1])}{high[0]}"
+        if low:
+            return f"{'>' if low[0] == '(' else '>='} {_num(low[1])}"
+        return f"{'<' if high and high[0] == ')' else '<='} {_num(high[1] if high else None)}"
+
+
+def _first(*ends: tuple[str, float | None]) -> tuple[str, float] | None:
+    """The first end of a range that is set, with its bracket."""
+    return next(((mark, value) for mark, value in ends if value is not None), None)
+
+
+def _num(value: float | None) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
 class Option:
     """One `vllm serve` option: its flag, its negative forms, what value it takes."""
 
@@ -34,6 +72,7 @@ class Option:
     nargs: str | int | None = None
     choices: tuple[str, ...] | None = None
     deprecated: str | None = None
+    bounds: Bounds | None = None  # from the release's config class (vLLM checks it there, not in the parser)
 
     @property
     def flag(self) -> str:
@@ -129,4 +168,5 @@ def _option(key: str, raw: dict[str, Any]) -> Option:
         nargs=raw.get("nargs"),
         choices=tuple(choices) if choices is not None else None,
         deprecated=raw.get("deprecated"),
+        bounds=Bounds(**raw["bounds"]) if raw.get("bounds") else None,
     )
