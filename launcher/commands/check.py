@@ -1,14 +1,14 @@
 """`spark-launch check`: ask every node, in parallel, what would make it start differently.
 
-Facts per node (one SSH call each): the vLLM install, the environment vLLM will inherit,
-the interface and address, free ports, GPUs and memory, and the manifest of each model
-directory (sha256 per file, cached beside the model: seconds when nothing changed). While
-the head answers, it listens on the master port, and every worker makes a real TCP
-connection to it as soon as it does. Alongside, the resolve probe: each node's own vLLM
-runs create_engine_config() on exactly the argv and env it will run (for the docker
-runtime: inside the image, as `up` would start the container), answered from the node's
-cache when nothing it depends on changed. Nothing waits for anything it does not need:
-the check takes about as long as its slowest node's slowest question.
+One SSH call per node answers its facts: the vLLM install, the environment vLLM will
+inherit, the interface and address, free ports, GPUs and memory, the manifest of each model
+directory (sha256 per file, cached beside the model: seconds when nothing changed), and
+whether the node's probe cache holds the answer to exactly what the probe would be asked.
+While the head answers, it listens on the master port, and every worker makes a real TCP
+connection to it as soon as it does. Then the resolve probe, only where its answer was not
+found: each node's own vLLM runs create_engine_config() on exactly the argv and env it will
+run (for the docker runtime: inside the image, as `up` would start the container). An
+unchanged cluster is checked in one round trip per node, nothing started on any of them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from launcher.catalogs import load_catalog
 from launcher.commands.inputs import gather
-from launcher.commands.probing import run_probe
+from launcher.commands.probing import probe_tag, run_probe
 from launcher.core import remote
 from launcher.core.checks import (
     Report,
@@ -75,20 +75,20 @@ class NodesDisagree(SparkLaunchError):
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
     """Gather, test and compare everything; a Report with one row per compared item.
 
-    The probe (each node's vLLM resolving its command) runs alongside the other questions,
-    answered from each node's cache when nothing it depends on changed (`fresh`: resolve
-    anyway). Its answer counts only where every node holds the vLLM it runs (the venv, or
-    the image: without it, `docker run --pull=never` ends at once).
+    With `probe`, each node's vLLM resolving its command, where every node holds the vLLM it
+    runs (the venv, or the image): answered from each node's cache, found by its facts call,
+    when nothing the answer depends on changed (`fresh`: resolve anyway).
     """
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        probing = pool.submit(run_probe, cluster, fresh) if probe else None
-        return _check(cluster, probing)
-
-
-def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) -> Report:
-    spec, plan = cluster.spec, cluster.plan
     reach = _Reach(cluster)
-    answers = gather(cluster, reach.on_listening)
+    try:
+        return _check(cluster, reach, probe, fresh)
+    finally:
+        reach.close()
+
+
+def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
+    spec, plan = cluster.spec, cluster.plan
+    answers = gather(cluster, reach.on_listening, probe_tag() if probe else None)
     reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
     hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
@@ -102,8 +102,8 @@ def _check(cluster: Cluster, probing: Future[dict[str, dict[str, Any]]] | None) 
     rows += network_rows(spec, plan, facts, reach.result(facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
     resolved = None
-    if _runnable(spec.vllm.runtime, facts) and probing is not None:
-        resolved = probing.result()
+    if probe and _runnable(spec.vllm.runtime, facts):
+        resolved = run_probe(cluster, {n: f.get("probe") for n, f in facts.items()}, fresh)
     if resolved is not None:
         cached = {
             n: "from the node's cache" if r.get("cached") else "resolved now" for n, r in resolved.items()
@@ -146,14 +146,15 @@ class _Reach:
 
     def result(self, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
         """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
-        try:
-            if not self.workers or facts[self.cluster.head.name].get("ours_running") or self.said is None:
-                return {}
-            if not self.said.get("listening"):
-                return dict.fromkeys(self.workers, f"no listener on the head: {self.said.get('error')}")
-            return {w: _connected(_outcome(self.connects[w])) for w in self.workers}
-        finally:
-            self.pool.shutdown(wait=False)
+        if not self.workers or facts[self.cluster.head.name].get("ours_running") or self.said is None:
+            return {}
+        if not self.said.get("listening"):
+            return dict.fromkeys(self.workers, f"no listener on the head: {self.said.get('error')}")
+        return {w: _connected(_outcome(self.connects[w])) for w in self.workers}
+
+    def close(self) -> None:
+        """Let the connections still under way end by themselves (each has its own deadline)."""
+        self.pool.shutdown(wait=False)
 
 
 def _outcome(future: Future[dict[str, Any]]) -> dict[str, Any] | SparkLaunchError:

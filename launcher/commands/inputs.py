@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from launcher.core import remote
 from launcher.core.checks.model import weight_bytes
 from launcher.core.render import container_name
 from launcher.core.sync.manifest import model_dirs
@@ -23,12 +24,15 @@ LISTEN_SECONDS = 15  # how long the head waits for the workers' connections
 
 
 def gather(
-    cluster: Cluster, on_listening: Callable[[dict[str, Any]], None] | None = None
+    cluster: Cluster,
+    on_listening: Callable[[dict[str, Any]], None] | None = None,
+    probe_tag: str | None = None,
 ) -> dict[str, dict[str, Any] | SparkLaunchError]:
     """Every node's facts (vLLM install, engine env, network, host, memory) and manifests.
 
     With `on_listening`, the head listens on the master port for every worker while it
-    answers, and `on_listening` gets its word as soon as it listens (or cannot).
+    answers, and `on_listening` gets its word as soon as it listens (or cannot). With
+    `probe_tag`, each node also says whether its probe cache holds the answer (`probe`).
     """
     spec, plan = cluster.spec, cluster.plan
     ports = sorted({plan.api_port, plan.master_port})
@@ -46,6 +50,9 @@ def gather(
             "ports": ports if head else [],
             "models": paths,
         }
+        if probe_tag is not None:
+            planned = next(n for n in plan.nodes if n.name == name)
+            request["probe"] = remote.probe_request(spec, planned, probe_tag)
         listens = head and on_listening is not None and len(plan.nodes) > 1
         if listens:
             expect = len(plan.nodes) - 1

@@ -1,11 +1,12 @@
 """The resolve probe on every node at once: each node's own vLLM derives its exact command.
 
-venv runtime: the probe runs under the node's vLLM Python and answers from its cache on
-the node when nothing that decides the answer changed. docker runtime: the probe runs
-inside the image, in a container started for it; its answer is cached on the node by the
-image's id and the probe's exact command (`core.remote.probe_lookup_call`), so that an
-unchanged node answers without starting a container at all. `fresh` resolves anyway (and
-refreshes the cache).
+Each node's facts call has already looked in the node's probe cache (`facts.probe_lookup`,
+keyed by everything that decides the answer): a node whose answer is there is not asked
+again, so an unchanged cluster starts no vLLM and no container to be probed. The others
+run the probe: venv runtime, under the node's vLLM Python (which caches its answer);
+docker runtime, inside the image, in a container started for it, its answer then kept on
+the node under the key the facts call gave. `fresh` resolves everywhere (and refreshes the
+caches).
 """
 
 from __future__ import annotations
@@ -20,26 +21,30 @@ from launcher.node.executor import fan_out
 from launcher.node.scripts import tag as script_tag
 from launcher.node.scripts.probe import MARKER as PROBE_MARKER
 
-__all__ = ["run_probe"]
+__all__ = ["probe_tag", "run_probe"]
 
 
-def run_probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
-    """Per node: the values its vLLM resolved (plus `cached`, `vllm_version`), or {"error": ...}."""
-    version = script_tag("probe")
+def probe_tag() -> str:
+    """This probe's version: part of every cache key of its answers."""
+    return script_tag("probe")
+
+
+def run_probe(cluster: Cluster, looked: dict[str, Any], fresh: bool) -> dict[str, dict[str, Any]]:
+    """Per node: the values its vLLM resolved (plus `cached`, `vllm_version`), or {"error": ...}.
+
+    `looked`: per node, what its facts call found in its probe cache ({"key", "cached"})."""
+    version = probe_tag()
 
     def resolve(name: str) -> dict[str, Any]:
+        found = looked.get(name) or {}
+        if isinstance(found.get("cached"), dict) and not fresh:
+            return _resolved({**found["cached"], "cached": True})
         node = next(n for n in cluster.plan.nodes if n.name == name)
-        call = remote.probe_call(cluster.spec, node, version, fresh)
         agent = cluster.agents[name]
-        if cluster.spec.vllm.runtime != "docker":
-            return _resolved(_answer(agent, call))
-        looked = agent.ask(remote.probe_lookup_call(agent.dir, cluster.spec, call, version))
-        key, cached = looked.get("key"), looked.get("cached")
-        if isinstance(cached, dict) and not fresh:
-            return _resolved({**cached, "cached": True})
-        answer = _answer(agent, call)
-        if key and answer.get("ok"):
-            agent.run(remote.probe_save_call(str(key), answer)).checked(name, "keeping the probe's answer")
+        answer = _answer(agent, remote.probe_call(cluster.spec, node, version, fresh))
+        key = found.get("key")
+        if cluster.spec.vllm.runtime == "docker" and isinstance(key, str) and answer.get("ok"):
+            agent.run(remote.probe_save_call(key, answer)).checked(name, "keeping the probe's answer")
         return _resolved(answer)
 
     answers = fan_out(cluster.names, resolve)
@@ -60,8 +65,5 @@ def _answer(agent: Agent, call: remote.Call) -> dict[str, Any]:
 def _resolved(answer: dict[str, Any]) -> dict[str, Any]:
     if not answer.get("ok"):
         return {"error": answer.get("error", "?")}
-    return {
-        **answer["resolved"],
-        "cached": bool(answer.get("cached")),
-        "vllm_version": answer.get("vllm_version"),
-    }
+    cached, version = bool(answer.get("cached")), answer.get("vllm_version")
+    return {**answer["resolved"], "cached": cached, "vllm_version": version}

@@ -195,9 +195,9 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     that decides it (`tag` names this probe's version); `fresh` resolves anyway.
     docker runtime: inside the image, with the options `up` gives the container (network,
     IPC, GPUs, limits, the model mount) and the same environment, passed by name so the
-    values stay out of docker's argv. The container keeps nothing: its answer is cached on
-    the node by `probe_lookup_call` and `probe_save_call`, keyed by the image's id and this
-    very command.
+    values stay out of docker's argv. The container keeps nothing: its answer is kept on the
+    node by `probe_save_call`, keyed by the image's id and this very command, and found there
+    by the facts call (`probe_request`).
     """
     serve_argv = node.argv[len(runtime_prefix(spec)) :]
     env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]
@@ -219,19 +219,19 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     return Call(shell_words(words), script="probe", timeout=600)
 
 
-def probe_lookup_call(directory: str, spec: Spec, probe: Call, tag: str) -> Call:
-    """docker runtime, on the node: the key the answer of `probe` (a probe_call) is cached under
-    (the probe's version, the image by id, the exact command, the model's config files) and
-    the answer cached there, if any: an unchanged node answers without starting a container."""
-    request = {"tag": tag, "image": str(spec.vllm.image), "command": probe.command, "model": spec.model.path}
-    return script("imageprobe", directory, "lookup", json.dumps(request), timeout=60)
+def probe_request(spec: Spec, node: NodeCommand, tag: str) -> dict[str, Any]:
+    """What the facts call needs to find the probe's cached answer (`facts.probe_lookup`): the
+    inputs of its key, as the probe itself would see them on that node."""
+    if spec.vllm.runtime == "venv":
+        return {"tag": tag, "argv": list(node.argv[len(runtime_prefix(spec)) :]), "env": dict(node.env)}
+    return {"tag": tag, "command": probe_call(spec, node, tag).command, "model": spec.model.path}
 
 
 PROBE_KEY = re.compile(r"image-[0-9a-f]{64}\Z")
 
 
 def probe_save_call(key: str, answer: dict[str, Any]) -> Call:
-    """Keep a docker probe's answer on the node under the key `probe_lookup_call` gave."""
+    """Keep a docker probe's answer on the node under the key its facts call gave."""
     if not PROBE_KEY.match(key):
         raise ValueError(f"not a probe cache key: {key!r}")
     where = f"~/{PROBE_CACHE}"

@@ -36,7 +36,6 @@ NAMES = (
     "prepare",
     "image",
     "imagecopy",
-    "imageprobe",
     "drop",
     "gather",
     "stacks",

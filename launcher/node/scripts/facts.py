@@ -14,10 +14,16 @@ from launcher.node.scripts.common import (  # inlined when sent
     image_info,
     node_prefix,
     our_processes,
+    read_json,
     read_text,
     run_directory,
 )
-from launcher.node.scripts.inputs import engine_env  # inlined when sent
+from launcher.node.scripts.inputs import (  # inlined when sent
+    engine_env,
+    image_probe_key,
+    python_identity,
+    venv_probe_key,
+)
 from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
 from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
 from launcher.node.scripts.memory import memory_facts  # inlined when sent
@@ -135,10 +141,38 @@ def host_facts() -> dict[str, Any]:
     return facts
 
 
+PROBE_CACHE = os.path.expanduser("~/.spark-launch/cache/probe")  # core.remote.PROBE_CACHE
+
+
+def probe_lookup(ask: dict[str, Any], vllm: dict[str, Any]) -> dict[str, Any]:
+    """The key the probe's answer for this node is cached under, and that answer if it is there,
+    computed as the probe computes it (`inputs.*_probe_key`): an unchanged node's probe is
+    answered here, with no vLLM (or container) started. No key when the key's inputs are missing
+    (no vLLM, no image): the probe, run anyway, says why."""
+    probe = ask["probe"]
+    try:
+        if ask.get("venv"):
+            if not vllm.get("vllm_build"):
+                return {"key": None, "cached": None}
+            python = python_identity(os.path.join(ask["venv"], "bin", "python"))
+            env = {**os.environ, **probe["env"]}
+            key = venv_probe_key(probe["tag"], python, vllm["vllm_build"], probe["argv"], env)
+        else:
+            if not vllm.get("image_id"):
+                return {"key": None, "cached": None}
+            key = image_probe_key(probe["tag"], vllm["image_id"], probe["command"], probe.get("model"))
+    except OSError:
+        return {"key": None, "cached": None}
+    cached = read_json(os.path.join(PROBE_CACHE, key + ".json"))
+    return {"key": key, "cached": cached if isinstance(cached, dict) else None}
+
+
 def facts(directory: str, request: str) -> None:
     """Everything `check` compares across nodes, gathered on this node: one call answers it all.
 
-    With "models": [paths], each model directory's manifest too. With "listen" (the head:
+    With "models": [paths], each model directory's manifest too. With "probe", the probe's
+    answer if this node's cache holds it for exactly what the probe would now be asked
+    (`probe_lookup`). With "listen" (the head:
     {"port", "expect", "seconds"}), once its ports are known free it listens on the master
     port and says so at once ({"listening": ...}), so that the launcher has the workers
     connect while the facts are gathered; it stays until they came (or the deadline). Not
@@ -154,10 +188,12 @@ def facts(directory: str, request: str) -> None:
         port, expect, seconds = (ask["listen"][k] for k in ("port", "expect", "seconds"))
         said, waiting = listener(ask["address"], int(port), int(expect), float(seconds))
         emit(event="listening", listening=said["listening"], port=said.get("port"), error=said.get("error"))
+    vllm = vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"])
     emit(
         ok=True,
         ours_running=running,
-        vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
+        vllm=vllm,
+        probe=probe_lookup(ask, vllm) if ask.get("probe") else None,
         env=env_facts(),
         network=network,
         host=host_facts(),

@@ -30,7 +30,9 @@ def listener(address: str, port: int, expect: int, seconds: float) -> tuple[dict
     except OSError as exc:
         server.close()
         said["error"] = f"cannot listen on {address}:{port}: {exc.strerror}"
-        return said, threading.Thread(target=lambda: None)
+        nothing = threading.Thread(target=lambda: None)
+        nothing.start()  # joined like the real one
+        return said, nothing
     said.update(listening=True, port=server.getsockname()[1])  # as bound: port 0 asks for any
     deadline = time.time() + seconds
 

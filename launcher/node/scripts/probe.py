@@ -17,17 +17,17 @@ It copes with the module moves between the supported releases (0.32, 0.33).
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import importlib.metadata
 import json
 import os
 import sys
 import sysconfig
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from launcher.node.scripts.inputs import config_hashes, engine_env  # inlined when sent
+from launcher.node.scripts.inputs import python_identity, venv_probe_key  # inlined when sent
 from launcher.node.scripts.installed import fingerprint, save  # inlined when sent
+
+if TYPE_CHECKING:  # argparse (and importlib.metadata) only when vLLM is asked: not for a cached answer
+    import argparse
 
 MARKER = "SPARK_LAUNCH_PROBE "
 
@@ -57,6 +57,8 @@ def parse_serve_argv(argv: list[str]) -> argparse.Namespace:
 
 def vllm_version() -> str:
     """The installed vLLM release, as its package metadata records it."""
+    import importlib.metadata
+
     try:
         return importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
@@ -170,16 +172,9 @@ def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, An
 def cache_key(job: dict[str, Any], tag: str) -> str:
     """Everything that decides a `resolve` answer, hashed: this probe (its tag), the python, the
     vLLM build (its files), the argv, the engine variables, the model's config and tokenizer."""
-    site = sysconfig.get_paths()["purelib"]
-    inputs = {
-        "probe": tag,
-        "python": sys.version,
-        "vllm": fingerprint(site, "vllm", "vllm")["build"],
-        "argv": job["argv"],
-        "env": engine_env({**os.environ, **job.get("env", {})}),
-        "model": config_hashes(job["argv"][0]) if job["argv"] else {},
-    }
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    build = fingerprint(sysconfig.get_paths()["purelib"], "vllm", "vllm")["build"]
+    env = {**os.environ, **job.get("env", {})}
+    return venv_probe_key(tag, python_identity(sys.executable), build, job["argv"], env)
 
 
 def cached_job(job: dict[str, Any], cache: str, tag: str, fresh: bool) -> dict[str, Any]:
