@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from launcher.node.scripts.common import emit, read_json  # inlined when sent
@@ -105,6 +104,8 @@ def sha256_of(path: str, progress: list[int], lock: threading.Lock) -> str:
 
 def hash_files(root: str, todo: list[str], total: int) -> tuple[dict[str, str], list[str]]:
     """Hash `todo` in parallel, reporting progress each second; (hashes, unreadable files)."""
+    from concurrent.futures import ThreadPoolExecutor  # only when something is hashed: not for `check`
+
     progress, lock = [0], threading.Lock()
     hashes: dict[str, str] = {}
     unreadable: list[str] = []
