@@ -298,9 +298,8 @@ def reach_call(directory: str, host: str, default_rsh: str) -> Call:
 
 
 def install_transfer_call(directory: str) -> Call:
-    """On the source: keep the transfer script as a file, so that it runs with its stdin free.
-
-    With a relay, that stdin carries the target's side of the rsync stream.
+    """On the source, for a relayed copy: keep the transfer script as a file, so that it runs
+    with its stdin free: that stdin carries the target's side of the rsync stream.
     """
     where = f"{directory}/{SYNC_DIR}"
     return Call(
@@ -334,10 +333,13 @@ def transfer_calls(
         "relay": relay,
     }
     handover, job_path = handover_call(directory, name, job)
-    program = f"{directory}/{SYNC_DIR}/transfer.py"
+    if not relay:  # its stdin is free: the script travels on it, as every node script does
+        about = "rsync to the target, progress as JSON lines"
+        return handover, script("transfer", directory, "send", job_path, timeout=0, about=about)
+    program = f"{directory}/{SYNC_DIR}/transfer.py"  # kept there by install_transfer_call
     run = Call(
         shlex.join([PYTHON, program, "transfer", directory, "send", job_path]),
         timeout=0,
-        about="rsync to the target, progress as JSON lines" + (" (relayed)" if relay else ""),
+        about="rsync to the target through this machine, progress as JSON lines",
     )
     return handover, run

@@ -45,7 +45,8 @@ def copy_all(
     if not copying:
         return outcomes
     agent = cluster.agents[source]
-    agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
+    if options.relay:
+        agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
     done = _all_at_once(
         copying, lambda n: _TargetCopy(cluster, source, found, copying[n], options, reporter).run()
     )
