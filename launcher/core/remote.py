@@ -262,7 +262,7 @@ def discover_call(directory: str, request: dict[str, Any]) -> Call:
 SYNC_DIR = "sync"  # under the run directory: job files, the transfer script, relay sockets
 
 
-ADOPT_LIMIT = 1 << 17  # a request travels as one argument (Linux takes up to 128 KiB)
+ARG_LIMIT = 64 << 10  # a request that travels in the command line: bash -c takes it whole, up to 128 KiB
 
 
 def manifest_call(directory: str, path: str, adopt: dict[str, list[Any]] | None = None) -> Call:
@@ -272,7 +272,7 @@ def manifest_call(directory: str, path: str, adopt: dict[str, list[Any]] | None 
     `transfer_calls`), recorded as hashed when the node finds them at that size and mtime.
     """
     request: dict[str, Any] = {"path": path, **({"adopt": adopt} if adopt else {})}
-    if len(json.dumps(request)) > ADOPT_LIMIT:  # too many to pass: the node hashes them instead
+    if len(json.dumps(request)) > ARG_LIMIT:  # too many to pass: the node hashes them instead
         request = {"path": path}
     return script("manifest", directory, json.dumps(request), timeout=600)
 
@@ -318,11 +318,13 @@ def transfer_calls(
     default_rsh: str,
     relay: bool,
     root: str,
-) -> tuple[Call, Call]:
+) -> tuple[Call | None, Call]:
     """On the source: hand over the job (rsync's argv and file list), then run it with progress.
 
     `files` maps each file to the sha256 the source's manifest gave it: the script answers
-    which of them rsync sent and still hold those bytes on the source (`verified`).
+    which of them rsync sent and still hold those bytes on the source (`verified`). A job
+    small enough travels as the script's argument (no secrets in it: paths and hashes), and
+    the handover is None; a larger one is written to a file first.
     """
     job = {
         "argv": list(argv),
@@ -332,7 +334,8 @@ def transfer_calls(
         "default_rsh": default_rsh,
         "relay": relay,
     }
-    handover, job_path = handover_call(directory, name, job)
+    inline = json.dumps(job)
+    handover, job_path = (None, inline) if len(inline) <= ARG_LIMIT else handover_call(directory, name, job)
     if not relay:  # its stdin is free: the script travels on it, as every node script does
         about = "rsync to the target, progress as JSON lines"
         return handover, script("transfer", directory, "send", job_path, timeout=0, about=about)

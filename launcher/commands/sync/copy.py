@@ -164,7 +164,8 @@ class _TargetCopy:
         handover, run = remote.transfer_calls(
             agent.dir, name, argv, files, DEFAULT_RSH, self.options.relay, plan.path
         )
-        agent.run(handover).checked(self.source, "handing over the transfer job")
+        if handover is not None:
+            agent.run(handover).checked(self.source, "handing over the transfer job")
         if self.options.relay:
             answer = relayed(self.cluster, self.source, self.node, run.command, self._advanced)
         else:

@@ -228,14 +228,14 @@ def rsh(sock_path: str, args: list[str]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """transfer DIR reach JOB_JSON | transfer DIR send JOB_FILE | transfer DIR rsh SOCK ARGS..."""
+    """transfer DIR reach JOB_JSON | transfer DIR send JOB_FILE|JOB_JSON | transfer DIR rsh SOCK ARGS..."""
     directory = run_directory(argv)
     if argv[1] == "reach":
         reach(json.loads(argv[2]))
     elif argv[1] == "rsh":
         rsh(argv[2], argv[3:])
     else:
-        job = take_json(argv[2])
+        job = json.loads(argv[2]) if argv[2].startswith("{") else take_json(argv[2])
         if job is None:
             emit(ok=False, error=f"no readable job file {argv[2]}")
         else:
