@@ -7,7 +7,7 @@ SPEC   ?= configs/demo.yaml
 # The supported vLLM releases: those with a committed catalog.
 RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catalogs/vllm-*.json))
 
-.PHONY: install dev system-deps vllm-venvs setup test fast conformance lint format plan validate catalogs \
+.PHONY: install dev system-deps vllm-venvs router-venv setup test fast conformance lint format plan validate catalogs \
         release golden bench fuzz testbed testbed-down demo demo-down up down status logs verify check
 
 install: $(BIN)/spark-launch                        ## the launcher alone in .venv: what an operator needs
@@ -26,7 +26,10 @@ system-deps:                                        ## sshd, ssh, ip, ps, rsync,
 vllm-venvs:                                         ## the real vLLM releases, cached by version
 	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
-setup: dev system-deps vllm-venvs                   ## everything the tests need, on a fresh machine
+router-venv:                                        ## the endpoint's pinned router (LiteLLM proxy), cached by version
+	scripts/router-venv.sh
+
+setup: dev system-deps vllm-venvs router-venv       ## everything the tests need, on a fresh machine
 
 test: setup lint                                    ## every tier: fast, conformance, test bed
 	$(BIN)/pytest

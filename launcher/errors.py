@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,24 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+# The only escape sequences printed as they are: the launcher's own marks (core/terminal.py's
+# STYLES and the reset). They change a colour, never hide text, move the cursor or set a title.
+OUR_MARKS = re.compile(r"(\x1b\[(?:1;31|33|32|2|0)m)")
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: lines, tabs and the launcher's own colour marks kept, every other
+    control or unprintable character escaped (a node's log or error may hold escape sequences)."""
+    if text.isprintable():
+        return text
+    parts = OUR_MARKS.split(text)  # odd items: our marks
+    return "".join(part if i % 2 else _escaped(part) for i, part in enumerate(parts))
+
+
+def _escaped(text: str) -> str:
+    return "\n".join("\t".join(one_line(part) for part in line.split("\t")) for line in text.split("\n"))
 
 
 class SparkLaunchError(Exception):

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.catalogs import known_versions, load_catalog
+from launcher.core.fleet import Fleet, build_fleet, port_problems
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.spec.checks import release_problem
-from launcher.core.spec.sections import Spec
-from launcher.core.spec.validate import validate_spec
+from launcher.core.spec.deployments import deployment_specs, relocate
+from launcher.core.spec.sections import Spec, SpecFile
+from launcher.core.spec.validate import validate_file
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, model_facts
@@ -43,7 +45,7 @@ def read_document(path: str | Path) -> Document:
     return load_document(decode(data, str(path)), str(path))
 
 
-def catalog_for(spec: Spec) -> Catalog:
+def catalog_for(spec: Spec | SpecFile) -> Catalog:
     """The flag catalog the spec's vLLM release uses; PlanProblems when there is none."""
     key = "flags_from" if spec.vllm.flags_from else "version"
     version = spec.vllm.flags_from or spec.vllm.version
@@ -86,19 +88,51 @@ def read_model_facts(spec: Spec, catalog: Catalog) -> ModelFacts:
     return model_facts(spec.model.hybrid, config, source, catalog, sentence_transformers)
 
 
-def plan_file(path: str | Path) -> tuple[Spec, Plan]:
-    """Read a spec file and plan it; every problem, of any stage, in one SpecError."""
+def plan_fleet(path: str | Path) -> Fleet:
+    """Read a spec file and plan every deployment; every problem, of any stage, in one SpecError."""
     document = read_document(path)
-    spec, problems = validate_spec(document.data)
-    if spec is not None:
-        try:
-            catalog = catalog_for(spec)
-            plan = build_plan(spec, read_model_facts(spec, catalog), catalog)
-        except PlanProblems as exc:
-            problems += exc.problems
-    if problems or spec is None:
+    file, problems = validate_file(document.data)
+    fleet = None
+    if file is not None:
+        specs = deployment_specs(file)
+        plans = _plans(file, specs, problems)
+        if len(plans) == len(specs) and specs:
+            problems += port_problems(file, specs, plans)
+            fleet = build_fleet(file, specs, plans)
+    if problems or fleet is None:
         raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
-    return spec, plan
+    return fleet
+
+
+def _plans(file: SpecFile, specs: tuple[Spec, ...], problems: list[Problem]) -> tuple[Plan, ...]:
+    """Each deployment's plan; what cannot be planned goes to `problems`, located in the file."""
+    try:
+        catalog = catalog_for(file)
+    except PlanProblems as exc:
+        problems += exc.problems
+        return ()
+    plans = []
+    for i, spec in enumerate(specs):
+        if not spec.nodes:  # none of its nodes is known: the spec checks said so, where it is written
+            continue
+        try:
+            plans.append(build_plan(spec, read_model_facts(spec, catalog), catalog))
+        except PlanProblems as exc:
+            problems += [relocate(file, i, p) for p in exc.problems]
+    return tuple(plans)
+
+
+def plan_file(path: str | Path) -> tuple[Spec, Plan]:
+    """Read a spec file of one deployment and plan it (a SparkLaunchError for several)."""
+    fleet = plan_fleet(path)
+    if fleet.multi:
+        raise SparkLaunchError(
+            f"{one_line(str(path))} holds {len(fleet.deployments)} deployments; this command takes a "
+            "spec of one",
+            "write a spec with one deployment (model: and serve: at the top) for it",
+        )
+    only = fleet.deployments[0]
+    return only.spec, only.plan
 
 
 def compare_file(path: str | Path, version: str) -> Comparison:

@@ -51,8 +51,11 @@ def _up(layout: Layout, with_vllm: bool, venv_wait: float, docker: bool) -> dict
         venv = vllm_env.ensure_venv(venv_wait)
         vllm_env.ensure_py_spy(venv)
         vllm_env.link(venv, layout.vllm)
-        model.write_model(layout.model, venv / "bin" / "python")
-        model.write_weights(layout.model, venv / "bin" / "python")
+        python = venv / "bin" / "python"
+        for directory, config in ((layout.model, model.CONFIG), (layout.dense_model, model.DENSE_CONFIG)):
+            model.write_model(directory, python, config)
+            model.write_weights(directory, python)
+        vllm_env.link(vllm_env.ensure_router(venv_wait), layout.router)
     if docker and venv is not None:
         _ensure_docker(layout, venv)
     description = describe(layout, venv)
@@ -175,6 +178,8 @@ def describe(layout: Layout, venv: Path | None) -> dict[str, object]:
         "known_hosts": str(layout.known_hosts),
         "identity": str(layout.identity),
         "model": str(layout.model),
+        "dense_model": str(layout.dense_model),
+        "router_venv": str(layout.router),
         "vllm_venv": str(layout.vllm),
         "vllm": str(layout.vllm / "bin" / "vllm"),
         "vllm_venv_target": str(venv) if venv else None,

@@ -83,9 +83,19 @@ class Layout:
         return self.root / "model"
 
     @property
+    def dense_model(self) -> Path:
+        """A tiny synthetic dense Llama model directory (a second deployment's model)."""
+        return self.root / "model-dense"
+
+    @property
     def vllm(self) -> Path:
         """Stable symlink to the cached vLLM venv."""
         return self.root / "vllm"
+
+    @property
+    def router(self) -> Path:
+        """Stable symlink to the cached venv of the endpoint's router."""
+        return self.root / "router"
 
     @property
     def description(self) -> Path:

@@ -58,6 +58,34 @@ CONFIG: dict[str, object] = {
     "num_nextn_predict_layers": 1,  # as real Qwen3-Next has: MTP derivations read it
 }
 
+# A second, dense model for a second deployment: a tiny Llama (the word-level tokenizer stays
+# generic under the llama model type; under qwen2, transformers swaps in its own tokenizer and
+# every prompt encodes to nothing). Served with dtype float32: the CPU build's bfloat16
+# attention kernel uses AMX instructions this machine's kernel may refuse (SIGILL).
+DENSE_CONFIG: dict[str, object] = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "torch_dtype": "bfloat16",
+    "vocab_size": VOCAB,
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "max_position_embeddings": 4096,
+    "rope_theta": 10000.0,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-6,
+    "attention_bias": False,
+    "mlp_bias": False,
+    "tie_word_embeddings": False,
+    "initializer_range": 0.02,
+    "use_cache": True,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+
 TOKENIZER_CONFIG: dict[str, object] = {
     "tokenizer_class": "PreTrainedTokenizerFast",
     "unk_token": "<unk>",
@@ -83,12 +111,12 @@ tok.save(sys.argv[1] + "/tokenizer.json")
 """
 
 
-def write_model(model_dir: Path, python: Path) -> None:
+def write_model(model_dir: Path, python: Path, config: dict[str, object] = CONFIG) -> None:
     """Write config.json, tokenizer.json and tokenizer_config.json; unchanged files stay."""
     model_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=model_dir.parent) as tmp:
         staged = Path(tmp)
-        (staged / "config.json").write_text(_dump(CONFIG))
+        (staged / "config.json").write_text(_dump(config))
         (staged / "tokenizer_config.json").write_text(_dump(TOKENIZER_CONFIG))
         proc = subprocess.run(
             [str(python), "-c", _BUILD_TOKENIZER, tmp], capture_output=True, text=True, check=False

@@ -13,6 +13,7 @@ from testbed.errors import TestbedError
 from testbed.layout import VLLM_VERSION
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "vllm-venv.sh"
+ROUTER_SCRIPT = SCRIPT.with_name("router-venv.sh")
 # py-spy beside vLLM, as an operator installs it: the stacks a dying or wedged rank leaves.
 PY_SPY = "py-spy==0.4.3"
 PY_SPY_MARKER = ".testbed-py-spy"  # in the venv: the bed added py-spy, and which
@@ -56,6 +57,21 @@ def ensure_venv(timeout: float = 1800.0) -> Path:
             f"run `bash {SCRIPT} {VLLM_VERSION}` to see why",
         )
     return venv
+
+
+def ensure_router(timeout: float = 1800.0) -> Path:
+    """The endpoint router's venv (scripts/router-venv.sh, cached by version): minutes the first time."""
+    cache = Path(os.environ.get("SPARK_LAUNCH_CACHE", Path.home() / ".cache/spark-launch"))
+    key = hashlib.sha256(ROUTER_SCRIPT.read_bytes()).hexdigest()[:12]
+    for venv in (cache / "venvs").glob(f"router-litellm-*-{key}"):
+        wait_for_other_build(venv, timeout)
+    proc = subprocess.run(["bash", str(ROUTER_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
+    built = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    if proc.returncode != 0 or built is None or not (built / "bin" / "litellm").exists():
+        raise TestbedError(
+            f"building the router venv failed ({proc.returncode})", f"run `bash {ROUTER_SCRIPT}` to see why"
+        )
+    return built
 
 
 def ensure_py_spy(venv: Path) -> Path:

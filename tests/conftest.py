@@ -102,7 +102,7 @@ def plan_of(data: dict[str, Any], kind: str | None = "hybrid") -> Plan:
     return build_plan(spec, kind_facts(kind, "test"), catalog_for(spec))
 
 
-def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
+def local_cluster(data: dict[str, Any], home: Path, executor: LocalExecutor | None = None) -> Cluster:
     """A cluster whose nodes are all this machine (LocalExecutor, files under `home`).
 
     Its name is unique to this test process: processes are ours by a marker naming the
@@ -111,11 +111,14 @@ def local_cluster(data: dict[str, Any], home: Path) -> Cluster:
     home.mkdir(exist_ok=True)
     spec = spec_of({**data, "name": f"{data['name']}-{os.getpid()}"})
     plan = build_plan(spec, kind_facts("hybrid", "test"), catalog_for(spec))
-    return Cluster(spec, plan, LocalExecutor(home))
+    return Cluster(spec, plan, executor or LocalExecutor(home))
 
 
-def fake_vllm_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluster:
-    """A two-node local cluster whose venv's `vllm` is the FAKE one (tests/fakes/vllm)."""
+def fake_vllm_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: LocalExecutor | None = None, **top: Any
+) -> Cluster:
+    """A two-node local cluster whose venv's `vllm` is the FAKE one (tests/fakes/vllm); `top`
+    sets top-level keys of its spec (secrets=[...])."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
@@ -123,10 +126,10 @@ def fake_vllm_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cluste
     if py_spy.exists():
         (venv / "bin" / "py-spy").symlink_to(py_spy)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    data = base_spec("0.32.0", nodes=2)
+    data = {**base_spec("0.32.0", nodes=2), **top}
     data["vllm"]["venv"] = str(venv)
     data["serve"]["port"] = free_port()
-    return local_cluster(data, tmp_path / "home")
+    return local_cluster(data, tmp_path / "home", executor)
 
 
 def free_port() -> int:

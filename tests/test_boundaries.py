@@ -191,7 +191,11 @@ def test_every_node_script_is_a_script_or_a_library() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    [p.stem for p in NODE_SCRIPTS if p.stem not in ("common", "inputs", "installed", "memory", "probe")],
+    [
+        p.stem
+        for p in NODE_SCRIPTS
+        if p.stem not in ("common", "inputs", "installed", "memory", "tree", "probe")
+    ],
 )
 def test_each_node_script_is_sent_whole_and_compiles_alone(name: str) -> None:
     from launcher.node.scripts import bundle
@@ -283,7 +287,7 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote", "rows"),
+    ("plan", "render", "remote", "rows", "fleet", "endpoint"),
     ("sync",),
     ("checks", "init", "serving"),
     ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview

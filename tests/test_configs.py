@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from launcher.core.spec.sections import spec_schema
-from launcher.core.views import plan_dict, plan_json, plan_text
-from launcher.load import plan_file
+from launcher.core.views import fleet_json, fleet_text, plan_dict
+from launcher.load import plan_file, plan_fleet
 from tests.conftest import ROOT
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
@@ -36,8 +36,8 @@ def test_there_are_example_configs() -> None:
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_config_plan_matches_golden(config: Path, update_golden: bool) -> None:
-    _, plan = plan_file(config)
-    for suffix, text in ((".json", plan_json(plan) + "\n"), (".txt", plan_text(plan) + "\n")):
+    fleet = plan_fleet(config)
+    for suffix, text in ((".json", fleet_json(fleet) + "\n"), (".txt", fleet_text(fleet) + "\n")):
         golden = GOLDEN / f"{config.stem}{suffix}"
         if update_golden:
             golden.write_text(text)

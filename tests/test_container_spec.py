@@ -3,13 +3,14 @@ shown in the plan with why. The defaults are what a DGX Spark needs."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from launcher.core.remote import probe_call
+from launcher.core.remote import PROBE_LOADER, probe_call
 from launcher.core.spec.container import ContainerSection, container_options
 from launcher.core.views import plan_text
 from launcher.errors import SpecError
@@ -77,21 +78,19 @@ def test_a_container_section_with_the_venv_runtime_is_refused(tmp_path: Path) ->
     )
 
 
-def test_the_probe_runs_in_the_image_with_ups_options_and_env_by_name() -> None:
+def test_the_probe_runs_in_the_image_with_ups_options_and_its_env_on_stdin() -> None:
     data = edit(
         DOCKER, **{"vllm.container": {"ipc": "private", "shm_size": "1g"}, "env": {"NCCL_DEBUG": "WARN"}}
     )
     spec, plan = spec_of(data), plan_of(data)
     node = plan.nodes[1]
-    words = shlex.split(probe_call(spec, node, "t").command)
-    run_at = words.index("docker")
-    env, docker = words[1:run_at], words[run_at:]
-    assert env == [f"{k}={v}" for k, v in node.env.items()]  # values only in env(1)'s argv, as for a venv
+    call = probe_call(spec, node, "t")
+    docker = shlex.split(call.command)
+    assert json.loads((call.data or "").splitlines()[0]) == dict(node.env)  # ahead of the probe's source
     image_at = docker.index("img:1")
     assert docker[:4] == ["docker", "run", "--rm", "--interactive"]
     assert set(container_options(spec.vllm.container, "/models/m")) <= set(docker[:image_at])
-    assert [w for w in docker if w.startswith("--env=")] == [f"--env={k}" for k in node.env]
-    assert not [w for w in docker[:image_at] if "=" in w and w.split("=", 1)[1] in node.env.values()]
+    assert not [w for w in docker if any(v in w for v in node.env.values())]  # no value on any argv
     # the very argv `up` runs, after `vllm serve`
-    assert docker[image_at + 1 : image_at + 4] == ["python3", "-", "resolve"]
-    assert tuple(docker[image_at + 4 :]) == node.argv[node.argv.index("serve") + 1 :]
+    assert docker[image_at + 1 : image_at + 5] == ["python3", "-c", PROBE_LOADER, "resolve"]
+    assert tuple(docker[image_at + 5 :]) == node.argv[node.argv.index("serve") + 1 :]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from launcher.commands.diagnose import collect, write_bundle
+from launcher.commands.diagnose import collect, node_files, write_bundle
 from launcher.commands.down import down
 from launcher.commands.reporter import Silent
 from launcher.commands.up import UpOptions, up
@@ -72,3 +72,41 @@ def test_the_bundle_holds_every_part_and_no_secret(tmp_path: Path, monkeypatch: 
     assert b"loaded token <redacted> from the environment" in blobs
     assert SECRET.encode() not in blobs
     assert b'"state": "serving"' in blobs  # the watchdog's verdict, in status.json
+
+
+def test_the_bundle_is_mode_0600_even_over_a_file_of_another_mode_or_a_link(tmp_path: Path) -> None:
+    out = tmp_path / "bundle.tar.gz"
+    out.write_text("an older bundle")
+    out.chmod(0o644)
+    write_bundle({"a.txt": "x"}, str(out), "diag")
+    assert out.stat().st_mode & 0o777 == 0o600 and tarfile.is_tarfile(out)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("keep")
+    link = tmp_path / "link.tar.gz"
+    link.symlink_to(elsewhere)
+    write_bundle({"a.txt": "x"}, str(link), "diag")
+    assert elsewhere.read_text() == "keep" and not link.is_symlink()
+    assert link.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle.tar.gz", "elsewhere", "link.tar.gz"]
+
+
+def test_the_bundle_names_its_members_itself_whatever_a_node_calls_them(tmp_path: Path) -> None:
+    found = {
+        "../../../etc/cron.d/evil": "a",
+        "/root/.ssh/authorized_keys": "b",
+        "logs/20260101-000000-abcd.log": "c",
+        ".hidden": "d",
+        "ok\x1b[2Jname": "e",
+        "logs/../../up": "f",
+    }
+    files = node_files("n1", found)
+    out = tmp_path / "bundle.tar.gz"
+    write_bundle(files, str(out), "diag")
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+    assert all(n.startswith("diag/nodes/n1/") and ".." not in n.split("/") for n in names)
+    assert "diag/nodes/n1/logs/20260101-000000-abcd.log" in names
+    assert len([n for n in names if "/unnamed-" in n]) == 5
+    renamed = next(text for name, text in files.items() if text.endswith("\na"))
+    assert renamed.startswith("(the node called this file '../../../etc/cron.d/evil')")
+    assert "\x1b" not in "".join(text.split("\n")[0] for text in files.values())

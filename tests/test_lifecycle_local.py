@@ -4,6 +4,7 @@ a FAKE `vllm` (tests/fakes/vllm): the edit-loop tier. The real thing is tests/e2
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_a_rank_that_exits_is_diagnosed_and_the_others_are_stopped(
     assert status(cluster).state == "stopped"  # the headless rank, which never fails by itself, too
 
 
-def test_the_agent_finds_our_processes_by_marker_only(cluster: Cluster, tmp_path: Path) -> None:
+def test_the_agent_stops_only_our_processes(cluster: Cluster, tmp_path: Path) -> None:
     stranger = os.spawnlp(os.P_NOWAIT, "sleep", "sleep", "30")
     try:
         up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
@@ -60,6 +61,41 @@ def test_the_agent_finds_our_processes_by_marker_only(cluster: Cluster, tmp_path
     finally:
         os.kill(stranger, 9)
         os.waitpid(stranger, 0)
+
+
+def environ_of(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/environ").read_bytes()
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def test_down_stops_a_worker_that_dropped_the_marker_and_left_its_group(
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As vLLM's workers do: no SPARK_LAUNCH_RUN in their environment. The run's session finds them."""
+    pids = tmp_path / "workers"
+    monkeypatch.setenv("FAKE_VLLM_WORKER", str(pids))
+    lines: list[str] = []
+    reporter = Silent()
+    reporter.info = lines.append  # type: ignore[method-assign]
+    try:
+        up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
+        workers = [int(p) for p in pids.read_text().split()]
+        assert len(workers) == 2 and not any(b"SPARK_LAUNCH_RUN" in environ_of(w) for w in workers)
+        assert all(os.getpgid(w) == w for w in workers)  # not in the leader's group either
+        assert all(n.processes >= 3 for n in status(cluster).nodes)  # counted as ours
+    finally:
+        down(cluster, 2, reporter)
+        left = [w for w in (int(p) for p in pids.read_text().split()) if not gone(w)]
+        for pid in left:  # never leave one behind, even when this test fails
+            os.kill(pid, signal.SIGKILL)
+    assert not left
+    assert len(lines) == 2 and all(line.endswith("; none left") for line in lines)
 
 
 def test_health_alone_is_not_serving_a_failing_first_completion_stops_every_rank(

@@ -1,8 +1,9 @@
 """The manifest node script, run as it is sent (python3 - on stdin), on real files: content, not size.
 
-The hashes are cached beside the model; a file's entry is reused only while its size,
-mtime, ctime, inode and device are unchanged, so a same-size rewrite whose mtime was put
-back is still found. The prepare script removes only paths inside the model directory.
+The hashes are cached in the node user's own ~/.cache (never in the model directory); a
+file's entry is reused only while its size, mtime, ctime, inode and device are unchanged,
+so a same-size rewrite whose mtime was put back is still found. The prepare script removes
+only paths inside the model directory. The link policy: tests/test_model_links.py.
 """
 
 from __future__ import annotations
@@ -75,11 +76,14 @@ def test_every_file_by_size_and_sha256(tmp_path: Path) -> None:
 def test_a_second_run_hashes_nothing_and_the_cache_is_not_part_of_the_model(tmp_path: Path) -> None:
     make_model(tmp_path / "m")
     node = agent(tmp_path / "home")
+    before = sorted(os.listdir(tmp_path / "m"))
     first = node.manifest(str(tmp_path / "m"))
     second = node.manifest(str(tmp_path / "m"))
-    assert first["cache"] == str(tmp_path / "m" / ".spark-launch-manifest.json")
+    cache = Path(first["cache"])
+    assert cache.parent == tmp_path / "home" / ".cache" / "spark-launch" / "manifests"
     assert second["hashed_bytes"] == 0 and second["files"] == first["files"]
-    assert ".spark-launch-manifest.json" not in second["files"]
+    assert sorted(os.listdir(tmp_path / "m")) == before  # nothing written beside the model
+    assert cache.stat().st_mode & 0o777 == 0o600 and cache.parent.stat().st_mode & 0o777 == 0o700
 
 
 def test_a_same_size_change_with_its_mtime_put_back_is_rehashed(tmp_path: Path) -> None:
@@ -228,7 +232,8 @@ def test_a_write_after_the_proof_is_caught_even_with_size_and_mtime_put_back(tmp
 
 
 def transfer(tmp_path: Path, source: Path, target: Path, attest: dict[str, str]) -> dict[str, Any]:
-    """The transfer script's send, with a real local rsync: its final answer."""
+    """The transfer script's send on the source node (home: tmp_path/home, where its manifest
+    cache is), with a real local rsync: its final answer."""
     job = {
         "argv": list(rsync_argv(str(source), f"{target}/")),
         "files": sorted(attest),
@@ -244,6 +249,7 @@ def transfer(tmp_path: Path, source: Path, target: Path, attest: dict[str, str])
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, "HOME": str(tmp_path / "home")},
     )
     answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return answer

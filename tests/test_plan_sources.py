@@ -11,7 +11,7 @@ import pytest
 from launcher.core.rows import SOURCES
 from launcher.core.terminal import Screen
 from launcher.core.views import plan_dict, plan_text
-from launcher.load import plan_file
+from launcher.load import plan_file, plan_fleet
 from tests.conftest import ROOT, base_spec, edit, plan_of
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
@@ -50,15 +50,16 @@ def test_model_traits_declared_in_the_spec_are_from_the_spec(tmp_path: Any) -> N
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_row_has_a_known_source_in_text_and_json(path: Any) -> None:
-    _, plan = plan_file(path)
-    doc = json.loads(json.dumps(plan_dict(plan)))
-    assert all(d["source"] in SOURCES for d in doc["derived"])
-    text = plan_text(plan)
-    for d in plan.derived:
-        assert any(
-            line.lstrip().startswith(d.setting) and line.endswith(f"[{d.source}]")
-            for line in text.splitlines()
-        )
+    for deployed in plan_fleet(path).deployments:  # each deployment of the file is a plan of its own
+        plan = deployed.plan
+        doc = json.loads(json.dumps(plan_dict(plan)))
+        assert all(d["source"] in SOURCES for d in doc["derived"])
+        text = plan_text(plan)
+        for d in plan.derived:
+            assert any(
+                line.lstrip().startswith(d.setting) and line.endswith(f"[{d.source}]")
+                for line in text.splitlines()
+            )
 
 
 def test_the_text_of_a_spec_set_row_does_not_say_it_is_unset() -> None:

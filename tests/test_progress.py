@@ -88,3 +88,38 @@ def test_on_a_terminal_the_block_is_redrawn_in_place() -> None:
 )
 def test_progress_of_each_stage(stage: str, log: str, expected: str | None) -> None:
     assert progress_of(log, stage) == expected
+
+
+def test_node_text_reaches_the_terminal_with_control_characters_escaped(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A node's log or error may hold escape sequences (clear the screen, retitle, hide text):
+    shown, not obeyed; lines and tabs stay."""
+    from launcher.cli.common import echo
+    from launcher.errors import printable
+
+    hostile = "ok\tline\n\x1b[2J\x1b]0;owned\x07gone\u202eright"
+    assert printable(hostile) == "ok\tline\n\\x1b[2J\\x1b]0;owned\\x07gone\\u202eright"
+    out = io.StringIO()
+    Printer(out, live=True).info(hostile)
+    Printer(out, live=True).stages({"n1": "\x1b[31mred"}, 1.0)
+    echo(hostile)
+    echo(hostile, err=True)
+    shown = out.getvalue().replace(UP.format(n=1), "") + "".join(capsys.readouterr())
+    assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown
+    assert shown.count("\\x1b[2J") == 3 and "\\x1b[31mred" in shown
+
+
+def test_the_cli_prints_only_through_the_escaping_echo() -> None:
+    cli = Path(__file__).parent.parent / "launcher" / "cli"
+    raw = [p.name for p in cli.glob("*.py") if p.name != "common.py" and "click.echo(" in p.read_text()]
+    assert raw == []
+
+
+def test_the_launchers_own_marks_pass_and_no_other_escape_does() -> None:
+    from launcher.core.terminal import STYLES, Screen
+    from launcher.errors import printable
+
+    marked = "".join(Screen(80, color=True).paint(style, style) for style in STYLES)
+    assert printable(marked) == marked  # every style core/terminal.py paints, and its reset
+    assert printable("\x1b[8mhidden\x1b[0m\x1b[1A") == "\\x1b[8mhidden\x1b[0m\\x1b[1A"

@@ -3,6 +3,7 @@ commands on every node except the rank flags, over many generated specs."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -44,9 +45,10 @@ def test_hostile_strings_arrive_as_exactly_one_argument(
     for node in plan.nodes:
         assert through_bash(shell_words(node.argv)) == list(node.argv)
         assert f"--chat-template={value}" in node.argv
-        # The probe's command line carries the env as words of `env`: each arrives whole.
-        words = through_bash(probe_call(spec_of(data), node, "tag").command)
-        assert words[1 : 1 + len(node.env)] == [f"{k}={v}" for k, v in node.env.items()]
+        # The probe's env travels on its stdin, ahead of its source; its argv arrives whole.
+        call = probe_call(spec_of(data), node, "tag")
+        words = through_bash(call.command)
+        assert json.loads((call.data or "").splitlines()[0]) == dict(node.env)
         assert words[-len(node.argv) + 2 :] == list(node.argv[2:])
 
 
@@ -91,14 +93,17 @@ def test_commands_are_identical_except_rank_flags(
 ) -> None:
     data = base_spec(version, nodes)
     data["serve"] = {"tensor_parallel_size": nodes, **serve}
+    if nodes == 1:  # no rendezvous on one node: the port is refused there
+        data["serve"].pop("master_port", None)
     data["env"] = env
     data["vllm"] = {"version": version, "runtime": runtime, "venv": "/opt/vllm", "image": "img:1"}
     plan = plan_of(data, kind)
     stripped = []
     for rank, node in enumerate(plan.nodes):
-        assert [a for a in node.argv if a.startswith("--node-rank")] == [f"--node-rank={rank}"]
+        ranked = [f"--node-rank={rank}"] if nodes > 1 else []  # one node: a plain `vllm serve`
+        assert [a for a in node.argv if a.startswith("--node-rank")] == ranked
         assert node.argv.count("--headless") == (1 if rank else 0)
-        stripped.append([a for a in node.argv if a not in rank_args(rank)])
+        stripped.append([a for a in node.argv if a not in rank_args(rank, nodes)])
         assert {k: v for k, v in node.env.items() if k in env} == env
     assert all(s == stripped[0] for s in stripped)
 
@@ -129,3 +134,20 @@ def test_docker_runtime_keeps_every_value_out_of_argv() -> None:
         assert values >= {"WARN", node.address} and "HF_TOKEN" in node.secrets
         assert not [a for a in node.argv[:image_at] for v in values if v in a]
     assert plan.nodes[0].argv[:-1] == argv[:-2]
+
+
+def test_a_one_node_deployment_is_a_plain_vllm_serve() -> None:
+    data = base_spec("0.32.0", nodes=1)
+    plan = plan_of(data, "dense")
+    argv = plan.nodes[0].argv
+    multi = (
+        "--nnodes",
+        "--node-rank",
+        "--headless",
+        "--master-addr",
+        "--master-port",
+        "--distributed-executor",
+    )
+    assert argv[:3] == ("/opt/vllm/bin/vllm", "serve", "/models/m")
+    assert not [a for a in argv if a.startswith(multi)]
+    assert plan.master_port is None and plan.api_port == 8000

@@ -33,6 +33,7 @@ EXPECTED = (
     "startup-failed.md",
     "upgrading-vllm.md",
     "containers.md",
+    "several-models.md",
     "upgrading-safely.md",
 )
 

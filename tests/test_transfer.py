@@ -129,6 +129,9 @@ def test_rsync_continues_files_and_takes_its_list_on_stdin() -> None:
     argv = rsync_argv("/models/m", "10.0.0.2:/models/m/", bwlimit_kib=1000)
     assert argv[0] == "rsync" and argv[-2:] == ("/models/m/", "10.0.0.2:/models/m/")
     assert {"--append-verify", "--from0", "--files-from=-", "--info=progress2", "--bwlimit=1000"} <= set(argv)
+    assert "--safe-links" in argv and "--copy-unsafe-links" not in argv  # nothing outside is read
+    snapshot = rsync_argv("/hub/models--o--m/snapshots/r", "10.0.0.2:/x/", snapshot=True)
+    assert "--copy-unsafe-links" in snapshot and "--safe-links" not in snapshot  # the blobs' content
 
 
 def test_progress_rate_and_eta() -> None:

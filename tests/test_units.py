@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from launcher.cli import cli
 from launcher.core.serving.systemd import Unit, env_file_text, render_unit, systemd_word
+from launcher.errors import SparkLaunchError
 from tests.conftest import ROOT
 
 QWEN = ROOT / "configs" / "qwen3-next-2x-spark.yaml"
@@ -110,6 +111,35 @@ def test_an_existing_secrets_file_is_kept(tmp_path: Path) -> None:
     env_file.write_text("HF_TOKEN=kept\n")
     install_unit(tmp_path, env_file)
     assert env_file.read_text() == "HF_TOKEN=kept\n" and stat.S_IMODE(env_file.stat().st_mode) == 0o600
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_an_existing_secrets_file_of_another_user_is_refused_not_kept(tmp_path: Path) -> None:
+    env_file = tmp_path / "spark.env"
+    env_file.write_text("LD_PRELOAD=/tmp/theirs.so\n")
+    os.chown(env_file, 65534, 65534)
+    done = install_unit(tmp_path, env_file)
+    assert isinstance(done.exception, SparkLaunchError)
+    assert done.exception.message.startswith(
+        f"the secrets file {env_file} is owned by uid 65534 (neither root nor you): whoever controls it"
+    )
+    assert env_file.stat().st_uid == 65534 and env_file.read_text() == "LD_PRELOAD=/tmp/theirs.so\n"
+
+
+def test_an_existing_secrets_file_is_made_0600_and_a_link_or_open_folder_is_refused(tmp_path: Path) -> None:
+    env_file = tmp_path / "spark.env"
+    env_file.write_text("HF_TOKEN=kept\n")
+    env_file.chmod(0o644)
+    assert "systemctl daemon-reload" in str(install_unit(tmp_path, env_file).exception)  # got that far
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600 and env_file.read_text() == "HF_TOKEN=kept\n"
+    link = tmp_path / "link.env"
+    link.symlink_to(env_file)
+    assert "is not a plain file (a link, say)" in str(install_unit(tmp_path, link).exception)
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    assert "may be written by others" in str(install_unit(tmp_path, folder / "x.env").exception)
+    assert not (folder / "x.env").exists()
 
 
 def test_a_secret_missing_here_leaves_a_line_to_fill_in() -> None:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster, screen, secret_values
+from launcher.cli.common import (
+    DEPLOYMENT,
+    JSON,
+    SPEC,
+    SSH_CONFIG,
+    echo,
+    open_deployments,
+    screen,
+    secret_values,
+)
+from launcher.cli.fleet_output import down_said, print_dry_run, up_said
 from launcher.cli.progress import Printer
-from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.errors import ExitStatus
 
 
 @click.command()
@@ -29,10 +37,12 @@ from launcher.errors import ExitStatus, SparkLaunchError
 @click.option(
     "--locked", is_flag=True, help="Refuse to start when a node differs from SPEC.lock (`spark-launch lock`)."
 )
+@DEPLOYMENT
 @JSON
 def up(
     spec: str,
     ssh_config: str | None,
+    deployment: str | None,
     timeout: float,
     no_wait: bool,
     replace: bool,
@@ -72,28 +82,22 @@ def up(
       spark-launch up cluster.yaml --locked
       spark-launch up cluster.yaml --skip-check    # not recommended
     """
+    from launcher.commands.fleet import up_fleet
     from launcher.commands.up import UpOptions
-    from launcher.commands.up import up as start
 
     if dry_run:
-        from launcher.core.remote import dry_run_calls
-        from launcher.core.views import dry_run_json, dry_run_text
-        from launcher.load import plan_file
-
-        planned_spec, plan = plan_file(spec)
-        calls = dry_run_calls(planned_spec, plan)
-        click.echo(dry_run_json(plan, calls) if as_json else dry_run_text(plan, calls))
-        return ExitStatus.OK
+        return print_dry_run(spec, deployment, as_json)
     lock = None
     if locked:
         from launcher.commands.lockfile import read_lock
 
         lock = read_lock(spec)
-    with open_cluster(spec, ssh_config) as cluster:
-        cluster.require_all("nothing was started")
-        values = secret_values(cluster.spec.secrets)
-        result = start(
-            cluster,
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        for cluster in chosen.clusters.values():
+            cluster.require_all("nothing was started")
+        values = secret_values(chosen.fleet.deployments[0].spec.secrets)
+        result = up_fleet(
+            chosen,
             values,
             UpOptions(
                 timeout=timeout,
@@ -107,8 +111,7 @@ def up(
             ),
             Printer(),
         )
-    click.echo(json.dumps(result.__dict__, indent=2) if as_json else result.message)
-    return ExitStatus.OK
+    return up_said(result, chosen.fleet.multi or chosen.endpoint is not None, as_json)
 
 
 @click.command()
@@ -118,8 +121,11 @@ def up(
     "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
 )
 @click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@DEPLOYMENT
 @JSON
-def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_json: bool) -> ExitStatus:
+def check(
+    spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, deployment: str | None, as_json: bool
+) -> ExitStatus:
     """Prove the nodes are alike before loading a single weight.
 
     \b
@@ -155,16 +161,18 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
     """
     from launcher.commands.check import NodesDisagree, run_check
+    from launcher.commands.fleet import merge_reports, with_endpoint
     from launcher.core.reports import check_json, check_text
 
-    with open_cluster(spec, ssh_config) as cluster:
-        report = run_check(cluster, probe=not no_probe, fresh=fresh)
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        reports = {n: run_check(c, probe=not no_probe, fresh=fresh) for n, c in chosen.clusters.items()}
+        report = with_endpoint(merge_reports(reports), chosen)
     if as_json:
-        click.echo(check_json(report))
+        echo(check_json(report))
         return report.exit_status
     if not report.ok:
         raise NodesDisagree(report)
-    click.echo(check_text(report, screen()))
+    echo(check_text(report, screen()))
     return ExitStatus.OK
 
 
@@ -174,13 +182,17 @@ def check(spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, as_jso
 @click.option(
     "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
 )
+@DEPLOYMENT
 @JSON
-def down(spec: str, ssh_config: str | None, grace: float, as_json: bool) -> ExitStatus:
+def down(
+    spec: str, ssh_config: str | None, grace: float, deployment: str | None, as_json: bool
+) -> ExitStatus:
     """Stop the cluster on every node, and check nothing of ours is left.
 
     \b
-    Stops every process group spark-launch started for this cluster (SIGTERM, then
-    SIGKILL after --grace), found by a marker in their environment: never a process that
+    Stops every process spark-launch started for this cluster (SIGTERM, then SIGKILL
+    after --grace), found by each run's session, which no process leaves by dropping a
+    variable (vLLM's workers drop the marker) or changing its group: never a process that
     is not ours. Docker runtime: stops and removes every container labelled
     spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
     after a crash. Exit 0 when nothing of ours is left, 1 when a process survived SIGKILL, 4
@@ -191,19 +203,8 @@ def down(spec: str, ssh_config: str | None, grace: float, as_json: bool) -> Exit
       spark-launch down configs/demo.yaml
       spark-launch down cluster.yaml --json | jq .clean
     """
-    from launcher.commands.down import down as stop
-    from launcher.core.reports import down_json
+    from launcher.commands.fleet import down_fleet
 
-    with open_cluster(spec, ssh_config) as cluster:
-        result = stop(cluster, grace, Printer())
-        if as_json:
-            click.echo(down_json(cluster.spec.name, result))
-        if result.unreachable:
-            if as_json:
-                return ExitStatus.UNREACHABLE
-            cluster.require_all("stopped on the others, not there")
-    if not result.clean:
-        if as_json:
-            return ExitStatus.FAILURE
-        raise SparkLaunchError("some processes survived SIGKILL", "look at them with ps on the node")
-    return ExitStatus.OK
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        results = down_fleet(chosen, grace, Printer())
+        return down_said(chosen, results, as_json)

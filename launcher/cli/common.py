@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import click
 
 from launcher.cli.progress import Printer
-from launcher.errors import SparkLaunchError
+from launcher.errors import SparkLaunchError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
+    from launcher.commands.fleet import Deployments
     from launcher.core.terminal import Screen
     from launcher.node.cluster import Cluster
 
@@ -48,6 +49,18 @@ def connect_timeout() -> float | None:
 
 
 JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
+DEPLOYMENT = click.option(
+    "--deployment",
+    "deployment",
+    default=None,
+    metavar="NAME",
+    help="Only this deployment of the spec (default: every one, and the endpoint).",
+)
+
+
+def echo(text: str, err: bool = False, nl: bool = True) -> None:
+    """Print text that may hold what nodes said: control characters escaped, lines kept."""
+    click.echo(printable(text), err=err, nl=nl)
 
 
 def terminal(stream: TextIO | None = None) -> tuple[int | None, bool]:
@@ -94,6 +107,51 @@ def open_cluster(spec_path: str, ssh_config: str | None, reach: bool = True) -> 
         yield cluster
     finally:
         executor.close()
+
+
+@contextmanager
+def open_deployments(
+    spec_path: str, ssh_config: str | None, deployment: str | None, reach: bool = True
+) -> Iterator[Deployments]:
+    """Plan every deployment of the spec and open SSH onto all their nodes, closed after.
+
+    `reach`: connect to every node at once first, saying so; each deployment's Cluster then
+    names its nodes that could not be reached (`Cluster.unreachable`).
+    """
+    from launcher.commands.endpoint import Endpoint
+    from launcher.commands.fleet import Deployments
+    from launcher.load import plan_fleet
+    from launcher.node.cluster import Cluster
+    from launcher.node.ssh import SshExecutor
+
+    fleet = plan_fleet(spec_path)
+    chosen = fleet.select(deployment)
+    first = fleet.deployments[0].spec
+    nodes = {n.name: n.ssh for d in fleet.deployments for n in d.spec.nodes}
+    if fleet.endpoint is not None:
+        nodes[fleet.endpoint.node.name] = fleet.endpoint.node.ssh
+    config = _ssh_config(spec_path, ssh_config, first.ssh_config)
+    executor = SshExecutor(nodes, config, connect_timeout())
+    api_key = os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in first.secrets else None
+    try:
+        clusters = {d.name: Cluster(d.spec, d.plan, executor, api_key) for d in chosen}
+        if reach:
+            Printer().info(connecting(len(nodes), config))
+            unreachable = executor.reach(list(nodes))
+            for cluster in clusters.values():
+                cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
+        endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
+        yield Deployments(fleet, clusters, endpoint, deployment is None)
+    finally:
+        executor.close()
+
+
+def _ssh_config(spec_path: str, given: str | None, in_spec: str | None) -> str | None:
+    """The ssh_config to use: the option's, else the spec's (relative to the spec's folder)."""
+    config = given or in_spec
+    if config and not Path(config).expanduser().is_absolute() and not given:
+        config = str(Path(spec_path).parent / config)
+    return config
 
 
 def connecting(count: int, ssh_config: str | None) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from launcher.cli.common import SPEC, SSH_CONFIG
+from launcher.cli.common import SPEC, SSH_CONFIG, echo
 from launcher.errors import ExitStatus
 
 
@@ -64,13 +64,15 @@ def systemd(
       systemctl start spark-launch-spark-pair && journalctl -u spark-launch-spark-pair -f
     """
     import os
+    from dataclasses import replace
 
     from launcher.commands.systemd import default_env_file, supervise_unit
     from launcher.commands.systemd import install as write_unit
     from launcher.core.serving.systemd import render_unit
-    from launcher.load import plan_file
+    from launcher.load import plan_fleet
 
-    planned, _ = plan_file(spec)
+    fleet = plan_fleet(spec)
+    planned = replace(fleet.deployments[0].spec, name=fleet.name)  # the unit supervises every deployment
     extra = [
         *(["--ssh-config", str(Path(ssh_config).resolve())] if ssh_config else []),
         *(["--events", str(Path(events).expanduser().resolve())] if events else []),
@@ -79,18 +81,18 @@ def systemd(
     unit = supervise_unit(planned, spec, env_file or default_env_file(planned.name), user, extra)
     text = render_unit(unit)
     if not install:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
         return ExitStatus.OK
     values = {n: os.environ[n] for n in planned.secrets if n in os.environ}
     done = write_unit(unit, text, values, unit_dir)
-    click.echo(f"wrote {done.unit_path}")
+    echo(f"wrote {done.unit_path}")
     missing = [n for n in planned.secrets if n not in values]
     if done.env_written:
-        click.echo(
+        echo(
             f"wrote {done.env_path} (root only, 0600)"
             + (f"; fill in: {', '.join(missing)}" if missing else "")
         )
     else:
-        click.echo(f"kept {done.env_path} as it is (its values were not changed)")
-    click.echo(f"enabled; start it now: systemctl start {Path(done.unit_path).name}")
+        echo(f"kept {done.env_path} as it is (its values were not changed)")
+    echo(f"enabled; start it now: systemctl start {Path(done.unit_path).name}")
     return ExitStatus.OK

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from launcher.cli.common import JSON, connect_timeout, connecting, ssh_options
+from launcher.cli.common import JSON, connect_timeout, connecting, echo, ssh_options
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -139,25 +139,23 @@ def init(
     with ssh_to(request.names, host_list, config) as executor:
         result = run_init(executor, request, output if output != "-" else "cluster.yaml", Printer())
     if output == "-":
-        click.echo(result.spec.text, nl=False)
+        echo(result.spec.text, nl=False)
     else:
         _write(target, result.spec.text)
     status = ExitStatus.OK if result.spec.ready else ExitStatus.BAD_SPEC
     if as_json:
-        click.echo(json.dumps(_summary(output, result), indent=2))
+        echo(json.dumps(_summary(output, result), indent=2))
         return status
     for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        echo(f"warning: {warning}", err=True)
     where = "the spec above" if output == "-" else output
     if result.spec.ready:
-        click.echo(
-            f"wrote {where} in {result.seconds:.1f} s: ready. Next: {next_steps(output, result)}", err=True
-        )
+        echo(f"wrote {where} in {result.seconds:.1f} s: ready. Next: {next_steps(output, result)}", err=True)
         return status
     lines = ", ".join(map(str, result.spec.choose_lines)) or "see below"
-    click.echo(f"wrote {where}, but it needs an edit before it can run (lines {lines}):", err=True)
+    echo(f"wrote {where}, but it needs an edit before it can run (lines {lines}):", err=True)
     for problem in result.spec.problems:
-        click.echo(f"  {problem}", err=True)
+        echo(f"  {problem}", err=True)
     return status
 
 
@@ -240,10 +238,10 @@ def facts(
             {"ssh": host, **answer} if isinstance(answer, dict) else {"ssh": host, "error": answer.render()}
         )
     if as_json:
-        click.echo(json.dumps(out, indent=2))
+        echo(json.dumps(out, indent=2))
     else:
         from launcher.core.init.facts_view import facts_text
 
-        click.echo(facts_text(out))
+        echo(facts_text(out))
     failed = any("error" in f for f in out.values())
     return ExitStatus.UNREACHABLE if failed else ExitStatus.OK

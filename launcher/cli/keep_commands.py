@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, TextIO
 import click
 
 from launcher import __version__
-from launcher.cli.common import SPEC, SSH_CONFIG, open_cluster, secret_values
+from launcher.cli.common import (
+    DEPLOYMENT,
+    SPEC,
+    SSH_CONFIG,
+    echo,
+    open_cluster,
+    open_deployments,
+    secret_values,
+)
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus
 
@@ -59,9 +67,11 @@ if TYPE_CHECKING:
 @click.option("--replace", is_flag=True, help="At the first start, replace a cluster running another plan.")
 @click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
 @click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
+@DEPLOYMENT
 def supervise(
     spec: str,
     ssh_config: str | None,
+    deployment: str | None,
     events: str | None,
     max_restarts: int,
     window: float,
@@ -123,19 +133,26 @@ def supervise(
         raise Terminated(received[0])
 
     # No connecting first: a node that is down now is what supervise waits out, not a reason to stop.
-    with open_cluster(spec, ssh_config, reach=False) as cluster:
-        values = secret_values(cluster.spec.secrets)
-        path = Path(events or f"~/.spark-launch/{cluster.spec.name}/supervise.jsonl").expanduser()
+    with open_deployments(spec, ssh_config, deployment, reach=False) as chosen:
+        values = secret_values(chosen.fleet.deployments[0].spec.secrets)
+        name = chosen.fleet.name if chosen.fleet.multi else next(iter(chosen.clusters.values())).spec.name
+        path = Path(events or f"~/.spark-launch/{name}/supervise.jsonl").expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         printer = Printer()
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         with path.open("a") as log:
             printer.info(f"events: {path}")
-            stopped = keep(cluster, values, options, _sink(log, printer), printer)
+            if chosen.fleet.multi or chosen.endpoint is not None:
+                from launcher.commands.keeping import supervise_fleet
+
+                stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
+            else:
+                (cluster,) = chosen.clusters.values()
+                stopped = keep(cluster, values, options, _sink(log, printer), printer)
     if received and received[0] == "SIGTERM":
         return ExitStatus.OK
-    click.echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
+    echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
     return ExitStatus.INTERRUPTED
 
 
@@ -190,9 +207,9 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, 
             p.split("/")[1] for p in files if p.startswith("nodes/") and p.endswith("/error.txt")
         )
         summary = {"bundle": out, "bytes": size, "files": sorted(files), "nodes_failed": missing}
-        click.echo(json.dumps(summary, indent=2))
+        echo(json.dumps(summary, indent=2))
     else:
-        click.echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
+        echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
     return ExitStatus.OK
 
 

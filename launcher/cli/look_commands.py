@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster
+from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
+    from launcher.commands.fleet import Deployments
     from launcher.node.executor import NodeError
 
 
@@ -26,10 +27,12 @@ if TYPE_CHECKING:
 @click.option(
     "--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch)."
 )
+@DEPLOYMENT
 @JSON
 def status(
     spec: str,
     ssh_config: str | None,
+    deployment: str | None,
     deadline: float,
     no_watchdog: bool,
     watch: bool,
@@ -63,19 +66,41 @@ def status(
     from launcher.core.reports import status_text
 
     # Watching, a node that is down now must be asked again at each refresh: no connecting first.
-    with open_cluster(spec, ssh_config, reach=not watch) as cluster:
+    with open_deployments(spec, ssh_config, deployment, reach=not watch) as chosen:
         if watch:
             from launcher.cli.status_watch import watch_status
 
-            return watch_status(cluster, deadline, every, as_json)
+            if len(chosen.clusters) > 1:
+                raise InputError("status --watch follows one deployment", "name it with --deployment NAME")
+            return watch_status(next(iter(chosen.clusters.values())), deadline, every, as_json)
+        if chosen.fleet.multi or chosen.endpoint is not None:
+            return _fleet_status(chosen, None if no_watchdog else deadline, as_json)
+        (cluster,) = chosen.clusters.values()
         result = look(cluster, None if no_watchdog else deadline)
         unreachable = dict(cluster.unreachable)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
+    echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
     serves = result.serving is None or result.serving.serving
     if unreachable:
         _say_unreachable(unreachable, len(result.nodes), "its status is unknown")
         return ExitStatus.UNREACHABLE
     return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
+
+
+def _fleet_status(chosen: Deployments, deadline: float | None, as_json: bool) -> ExitStatus:
+    """`status` of several deployments (or one behind the endpoint): each named, then the endpoint."""
+    from launcher.cli.fleet_output import all_serve
+    from launcher.commands.fleet import status_fleet
+    from launcher.core.reports import fleet_status_text
+
+    found = status_fleet(chosen, deadline)
+    echo(json.dumps(found, indent=2) if as_json else fleet_status_text(found, time.time()))
+    unreachable = {n: e for c in chosen.clusters.values() for n, e in c.unreachable.items()}
+    if unreachable:
+        _say_unreachable(
+            unreachable, len({n for c in chosen.clusters.values() for n in c.names}), "its status is unknown"
+        )
+        return ExitStatus.UNREACHABLE
+    return ExitStatus.OK if all_serve(found) else ExitStatus.FAILURE
 
 
 @click.command()
@@ -87,8 +112,17 @@ def status(
     "-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first."
 )
 @click.option("--json", "as_json", is_flag=True, help='One JSON object a line: {"node": ..., "line": ...}.')
+@DEPLOYMENT
+@click.option("--endpoint", "of_endpoint", is_flag=True, help="The endpoint's log (on the head node).")
 def logs(
-    spec: str, ssh_config: str | None, follow: bool, nodes: tuple[str, ...], lines: int, as_json: bool
+    spec: str,
+    ssh_config: str | None,
+    follow: bool,
+    nodes: tuple[str, ...],
+    lines: int,
+    as_json: bool,
+    deployment: str | None,
+    of_endpoint: bool,
 ) -> ExitStatus:
     """Print the nodes' logs of the current run, each line prefixed by its node.
 
@@ -102,31 +136,43 @@ def logs(
       spark-launch logs cluster.yaml -f --node spark-2
       spark-launch logs cluster.yaml --json | jq -r 'select(.node == "spark-2") | .line'
     """
-    from launcher.commands.logs import logs as show
+    from launcher.commands.logs import endpoint_logs, fleet_logs
 
-    with open_cluster(spec, ssh_config) as cluster:
-        unknown = [n for n in nodes if n not in cluster.names]
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        known = {n for c in chosen.clusters.values() for n in c.names}
+        unknown = [n for n in nodes if n not in known]
         if unknown:
-            raise InputError(f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(cluster.names)}")
-        wanted = list(nodes) or cluster.names
-        for name in wanted:
-            if name in cluster.unreachable:
-                click.echo(f"spark-launch: {cluster.unreachable[name].render()}", err=True)
-        shown = [n for n in wanted if n not in cluster.unreachable]
-        width = max(map(len, shown), default=0)
+            raise InputError(f"no node named {unknown[0]} in {spec}", f"nodes: {', '.join(sorted(known))}")
+        if of_endpoint and chosen.endpoint is None:
+            raise InputError(f"{spec} has no endpoint", "add an endpoint: section")
+        wanted = {d: [n for n in c.names if not nodes or n in nodes] for d, c in chosen.clusters.items()}
+        said: set[str] = set()
+        for d, names in wanted.items():
+            for name in (n for n in names if n in chosen.clusters[d].unreachable and n not in said):
+                said.add(name)
+                echo(f"spark-launch: {chosen.clusters[d].unreachable[name].render()}", err=True)
+        shown = {
+            d: [n for n in names if n not in chosen.clusters[d].unreachable] for d, names in wanted.items()
+        }
+        labels = [f"{d}/{n}" if chosen.fleet.multi else n for d, names in shown.items() for n in names]
+        width = max(map(len, labels), default=0)
 
         def emit(node: str, line: str) -> None:
-            click.echo(json.dumps({"node": node, "line": line}) if as_json else f"{node:>{width}} | {line}")
+            echo(json.dumps({"node": node, "line": line}) if as_json else f"{node:>{width}} | {line}")
 
-        show(cluster, shown, lines, follow, emit)
-        return ExitStatus.UNREACHABLE if len(shown) < len(wanted) else ExitStatus.OK
+        if of_endpoint:
+            endpoint_logs(chosen, lines, follow, emit)
+            return ExitStatus.OK
+        fleet_logs(chosen, shown, lines, follow, emit)
+        return ExitStatus.UNREACHABLE if said else ExitStatus.OK
 
 
 @click.command()
 @SPEC
 @SSH_CONFIG
+@DEPLOYMENT
 @JSON
-def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
+def verify(spec: str, ssh_config: str | None, deployment: str | None, as_json: bool) -> ExitStatus:
     """Prove the running cluster works: a completion, and prefix-cache hits that grow.
 
     \b
@@ -143,18 +189,25 @@ def verify(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
     from launcher.commands.verify import verify as prove
     from launcher.core.reports import verify_text
 
-    with open_cluster(spec, ssh_config) as cluster:
-        result = prove(cluster)
-        unreachable = dict(cluster.unreachable)
-    click.echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
+    with open_deployments(spec, ssh_config, deployment) as chosen:
+        results = {n: prove(c) for n, c in chosen.clusters.items()}
+        unreachable = {n: e for c in chosen.clusters.values() for n, e in c.unreachable.items()}
+        total = len({n for c in chosen.clusters.values() for n in c.names})
+    if not chosen.fleet.multi:
+        (result,) = results.values()
+        echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
+    elif as_json:
+        echo(json.dumps({n: r.as_dict() for n, r in results.items()}, indent=2))
+    else:
+        echo("\n".join(f"== deployment {n}\n{verify_text(r)}" for n, r in results.items()))
     if unreachable:
-        _say_unreachable(unreachable, len(cluster.names), "not verified there")
+        _say_unreachable(unreachable, total, "not verified there")
         return ExitStatus.UNREACHABLE
-    return ExitStatus.OK if result.ok else ExitStatus.FAILURE
+    return ExitStatus.OK if all(r.ok for r in results.values()) else ExitStatus.FAILURE
 
 
 def _say_unreachable(errors: dict[str, NodeError], total: int, consequence: str) -> None:
     """Every node that could not be reached, with its reason and hint, on stderr."""
     from launcher.node.cluster import Unreachable
 
-    click.echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)
+    echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)

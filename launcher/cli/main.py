@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli.common import terminal
+from launcher.cli.common import echo, terminal
 from launcher.cli.lazy import LazyCommands
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -41,7 +41,7 @@ def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
         return
     from launcher.catalogs import known_versions
 
-    click.echo(f"spark-launch {__version__}; vLLM releases supported: {', '.join(known_versions())}")
+    echo(f"spark-launch {__version__}; vLLM releases supported: {', '.join(known_versions())}")
     ctx.exit()
 
 
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
     except SparkLaunchError as exc:
         text = exc.render_on(*terminal(sys.stderr))
-        click.echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
+        echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
         sys.exit(exc.exit_status)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -132,6 +132,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         exc.show()
         sys.exit(ExitStatus.BAD_SPEC if isinstance(exc, click.UsageError) else ExitStatus.FAILURE)
     except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("interrupted", err=True)
+        echo("interrupted", err=True)
         sys.exit(ExitStatus.INTERRUPTED)
     sys.exit(int(status) if isinstance(status, int) else ExitStatus.OK)

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TextIO
 
+from launcher.errors import printable
+
 UP = "\x1b[{n}F\x1b[J"  # to the start of the line n lines up, then clear to the end of the screen
 PLAIN_EVERY = 2.0  # seconds between two lines for the same node when only its progress moved
 
@@ -57,5 +59,5 @@ class Printer:
         self.block = block
 
     def _write(self, line: str) -> None:
-        self.stream.write(line + "\n")
+        self.stream.write(printable(line) + "\n")  # node text: escape sequences shown, not obeyed
         self.stream.flush()

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus
 
 
@@ -37,7 +37,7 @@ def runs(spec: str, as_json: bool) -> ExitStatus:
 
     planned, _ = plan_file(spec)
     found = listed(planned.name)
-    click.echo(json.dumps(found, indent=2) if as_json else runs_text(planned.name, found))
+    echo(json.dumps(found, indent=2) if as_json else runs_text(planned.name, found))
     return ExitStatus.OK
 
 
@@ -78,13 +78,11 @@ def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: boo
     changes = compare(chosen)
     (label_a, _), (label_b, _) = chosen
     if as_json:
-        click.echo(
+        echo(
             json.dumps({"from": label_a, "to": label_b, "changes": [c.as_dict() for c in changes]}, indent=2)
         )
     else:
-        click.echo(
-            diff_text(f"{planned.name}: {label_a} -> {label_b}", changes, [n.name for n in plan.nodes])
-        )
+        echo(diff_text(f"{planned.name}: {label_a} -> {label_b}", changes, [n.name for n in plan.nodes]))
     return ExitStatus.FAILURE if changes else ExitStatus.OK
 
 
@@ -113,5 +111,5 @@ def lock(spec: str, ssh_config: str | None) -> ExitStatus:
     with open_cluster(spec, ssh_config) as cluster:
         path, nodes = write_lock(cluster, spec)
     counts = ", ".join(f"{n} ({len(e)} entries)" for n, e in nodes.items())
-    click.echo(f"wrote {path}: {counts}; review it with `git diff {path.name}`")
+    echo(f"wrote {path}: {counts}; review it with `git diff {path.name}`")
     return ExitStatus.OK

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC, screen
+from launcher.cli.common import SPEC, echo, screen
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -41,18 +41,18 @@ def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
       spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
       spark-launch plan configs/qwen3-next-2x-spark-v032.yaml --compare-release 0.33.0
     """
-    from launcher.core.views import plan_json, plan_text
-    from launcher.load import plan_file
+    from launcher.core.views import fleet_json, fleet_text
+    from launcher.load import plan_fleet
 
     if release is not None:
         from launcher.core.receipts.release import comparison_text
         from launcher.load import compare_file
 
         comparison = compare_file(spec, release)
-        click.echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
+        echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
         return ExitStatus.OK
-    _, result = plan_file(spec)
-    click.echo(plan_json(result) if as_json else plan_text(result, screen()))
+    fleet = plan_fleet(spec)
+    echo(fleet_json(fleet) if as_json else fleet_text(fleet, screen()))
     return ExitStatus.OK
 
 
@@ -75,22 +75,29 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
       spark-launch validate cluster.yaml --json | jq -r '.problems[] | "\\(.line): \\(.message)"'
     """
     from launcher.errors import SpecError, one_line
-    from launcher.load import plan_file
+    from launcher.load import plan_fleet
 
     try:
-        _, result = plan_file(spec)
+        fleet = plan_fleet(spec)
     except SparkLaunchError as exc:
         if not as_json:
             raise
         problems = exc.as_dicts() if isinstance(exc, SpecError) else [_whole_file(exc)]
-        click.echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
+        echo(json.dumps({"file": spec, "ok": False, "problems": problems}, indent=2))
         return exc.exit_status
+    summaries = [
+        {"nodes": len(d.plan.nodes), "vllm_version": d.plan.vllm_version, "plan": d.plan.digest}
+        for d in fleet.deployments
+    ]
     if as_json:
-        summary = {"nodes": len(result.nodes), "vllm_version": result.vllm_version, "plan": result.digest}
-        click.echo(json.dumps({"file": spec, "ok": True, **summary, "problems": []}, indent=2))
+        named = [{"deployment": d.name, **one} for d, one in zip(fleet.deployments, summaries, strict=True)]
+        each = {"deployments": named} if fleet.multi else summaries[0]
+        echo(json.dumps({"file": spec, "ok": True, **each, "problems": []}, indent=2))
         return ExitStatus.OK
-    summary_text = f"{len(result.nodes)} node(s), vLLM {result.vllm_version}, plan {result.digest}"
-    click.echo(f"{one_line(spec)}: ok ({summary_text})")
+    for d, one in zip(fleet.deployments, summaries, strict=True):
+        name = f" deployment {d.name}" if fleet.multi else ""
+        text = f"{one['nodes']} node(s), vLLM {one['vllm_version']}, plan {one['plan']}"
+        echo(f"{one_line(spec)}:{name} ok ({text})")
     return ExitStatus.OK
 
 
@@ -126,5 +133,5 @@ def schema(release: str | None) -> ExitStatus:
 
     if release is not None and release not in known_versions():
         raise click.BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
-    click.echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
+    echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
     return ExitStatus.OK

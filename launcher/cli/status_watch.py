@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from launcher.cli.progress import UP
-from launcher.errors import ExitStatus
+from launcher.errors import ExitStatus, printable
 
 if TYPE_CHECKING:
     from launcher.node.cluster import Cluster
@@ -47,12 +47,12 @@ def watch_status(
                     f"[{stamp}] every {every:.0f} s, Ctrl-C to stop",
                     *status_text(result, time.time()).splitlines(),
                 ]
-                out.write((UP.format(n=shown) if shown else "") + "\n".join(lines) + "\n")
+                out.write((UP.format(n=shown) if shown else "") + printable("\n".join(lines)) + "\n")
                 shown = len(lines)
             else:
                 serving = result.serving
                 what = f"{serving.state}: {serving.reason}" if serving else "?"
-                out.write(f"{stamp} {result.cluster}: {result.state}, {what}\n")
+                out.write(printable(f"{stamp} {result.cluster}: {result.state}, {what}") + "\n")
             out.flush()
             sleep(every)
     except KeyboardInterrupt:

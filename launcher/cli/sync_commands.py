@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, TextIO
 
 import click
 
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, open_cluster
+from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.cli.progress import Printer
-from launcher.errors import ExitStatus
+from launcher.errors import ExitStatus, printable
 
 if TYPE_CHECKING:
     from launcher.core.sync.transfer import CopyProgress
@@ -92,7 +92,7 @@ def models(
     options = SyncOptions(source=source, dry_run=dry_run, relay=relay, bwlimit=bwlimit)
     with open_cluster(spec, ssh_config) as cluster:
         result = sync_models(cluster, options, TransferPrinter(sys.stderr))
-    click.echo(sync_json(result) if as_json else sync_text(result))
+    echo(sync_json(result) if as_json else sync_text(result))
     return result.exit_status
 
 
@@ -113,7 +113,7 @@ class TransferPrinter:
         """A line of text (above the live lines)."""
         with self.lock:
             self._erase()
-            self.stream.write(text + "\n")
+            self.stream.write(printable(text) + "\n")  # may quote a node: escapes shown, not obeyed
             self._draw()
 
     def progress(self, node: str, progress: CopyProgress) -> None:
@@ -187,8 +187,8 @@ def images(spec: str, ssh_config: str | None, relay: bool, as_json: bool) -> Exi
     with open_cluster(spec, ssh_config) as cluster:
         result = sync_images(cluster, Printer(), relay=relay)
     if as_json:
-        click.echo(json.dumps(result.as_dict(), indent=2))
+        echo(json.dumps(result.as_dict(), indent=2))
     else:
         for node in result.nodes:
-            click.echo(f"{node.name}: {node.action}: {node.detail}")
+            echo(f"{node.name}: {node.action}: {node.detail}")
     return ExitStatus.OK if result.ok else ExitStatus.FAILURE

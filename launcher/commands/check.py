@@ -32,6 +32,7 @@ from launcher.core.checks import (
     probe_rows,
     vllm_rows,
 )
+from launcher.core.checks.memory import budgets
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
@@ -101,6 +102,7 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, reach.result(facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    weighed = budgets(spec, plan, facts)
     resolved = None
     if probe and _runnable(spec.vllm.runtime, facts):
         resolved = run_probe(cluster, {n: f.get("probe") for n, f in facts.items()}, fresh)
@@ -112,7 +114,7 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
         rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
-    return Report(tuple(cluster.names), tuple(rows), facts)
+    return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 
 def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
@@ -139,14 +141,15 @@ class _Reach:
             return
         self.said = event
         head, port = self.cluster.head.address, self.cluster.plan.master_port
-        if event.get("listening"):
+        if event.get("listening") and port is not None:
             for w in self.workers:
                 agent = self.cluster.agents[w]
                 self.connects[w] = self.pool.submit(agent.ask, remote.connect_call(agent.dir, head, port, 5))
 
     def result(self, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
         """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
-        if not self.workers or facts[self.cluster.head.name].get("ours_running") or self.said is None:
+        head = facts[self.cluster.head.name]
+        if not self.workers or head.get("ours_running") or self.said is None:
             return {}
         if not self.said.get("listening"):
             return dict.fromkeys(self.workers, f"no listener on the head: {self.said.get('error')}")

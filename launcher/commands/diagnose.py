@@ -10,12 +10,15 @@ anything that looks like one (`core.redact`).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import platform
+import re
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,8 +31,11 @@ from launcher.core import remote
 from launcher.core.redact import redact
 from launcher.core.reports import check_json, check_text, status_text
 from launcher.core.views import plan_json, plan_text
-from launcher.errors import SparkLaunchError
+from launcher.errors import SparkLaunchError, one_line
 from launcher.node.cluster import Cluster
+
+# A member name a node may choose: up to three plain parts (logs/RUN.log), nothing that climbs out.
+MEMBER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,120}){0,2}\Z")
 
 
 def collect(
@@ -59,20 +65,44 @@ def collect(
         if isinstance(answer, SparkLaunchError):
             files[f"nodes/{name}/error.txt"] = answer.render()
             continue
-        files.update({f"nodes/{name}/{path}": text for path, text in answer["files"].items()})
+        files.update(node_files(name, answer["files"]))
     values = [*secret_values.values(), *(os.environ[n] for n in cluster.spec.secrets if os.environ.get(n))]
     return {path: redact(text, values) for path, text in files.items()}
 
 
+def node_files(node: str, found: dict[str, str]) -> dict[str, str]:
+    """A node's files under names we choose: the node's own name for a file only when it is a
+    plain relative name (no '..', no leading '/' or '.', no odd character), else `unnamed-N.txt`
+    saying what the node called it."""
+    out = {}
+    for index, (name, text) in enumerate(sorted(found.items())):
+        if MEMBER.match(name):
+            out[f"nodes/{node}/{name}"] = str(text)
+        else:
+            out[f"nodes/{node}/unnamed-{index}.txt"] = (
+                f"(the node called this file {one_line(name)!r})\n{text}"
+            )
+    return out
+
+
 def write_bundle(files: dict[str, str], out: str, top: str) -> int:
-    """A gzipped tar of `files` under folder `top`, mode 0600; its size in bytes."""
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-        for path, text in sorted(files.items()):
-            data = text.encode()
-            info = tarfile.TarInfo(f"{top}/{path}")
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
-            tar.addfile(info, io.BytesIO(data))
+    """A gzipped tar of `files` under folder `top`; its size in bytes. It is written to a new
+    file of mode 0600 that then takes the place of `out` (whatever mode, owner or link was there)."""
+    fd, tmp = tempfile.mkstemp(
+        dir=os.path.dirname(os.path.abspath(out)), prefix=".spark-launch-", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            for path, text in sorted(files.items()):
+                data = text.encode()
+                info = tarfile.TarInfo(f"{top}/{path}")
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o600
+                tar.addfile(info, io.BytesIO(data))
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     return os.path.getsize(out)
 
 

@@ -2,9 +2,9 @@
 
 Shared by `check` (which compares them), `lock` (which writes them down), `diff ... now` and
 `up --locked` (which compare them with a lock or a run). One SSH call per node answers it
-all: the facts and the manifest of each model directory (cached beside the model: seconds
-when unchanged). For `check`, the head's call also listens on the master port meanwhile
-(`listen`), and says when, so that the workers can connect to it at once.
+all: the facts and the manifest of each model directory (cached in the node user's ~/.cache:
+seconds when unchanged). For `check`, the head's call also listens on the master port
+meanwhile (`listen`), and says when, so that the workers can connect to it at once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def gather(
     `probe_tag`, each node also says whether its probe cache holds the answer (`probe`).
     """
     spec, plan = cluster.spec, cluster.plan
-    ports = sorted({plan.api_port, plan.master_port})
+    ports = sorted({p for p in (plan.api_port, plan.master_port) if p is not None})
     paths = [path for _, path in model_dirs(spec)]
 
     def ask(name: str) -> dict[str, Any]:

@@ -111,12 +111,18 @@ class Run:
 
 
 def record_run(
-    cluster: Cluster, report: Report | None, secrets: dict[str, str], start: Callable[[Run], T]
+    cluster: Cluster,
+    report: Report | None,
+    secrets: dict[str, str],
+    start: Callable[[Run], T],
+    run_id: str | None = None,
 ) -> T:
-    """Start under a receipt: written before the first rank starts, its outcome after."""
+    """Start under a receipt (for run `run_id`, or a new one): written before the first rank
+    starts, its outcome after."""
     facts = report.facts if report is not None else None
     rows = report.rows if report is not None else None
-    run = Run(cluster, new_receipt(cluster.spec, cluster.plan, new_run_id(), now(), facts, rows), secrets)
+    receipt = new_receipt(cluster.spec, cluster.plan, run_id or new_run_id(), now(), facts, rows)
+    run = Run(cluster, receipt, secrets)
     save(cluster, run.receipt)
     try:
         result = start(run)

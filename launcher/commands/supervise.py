@@ -13,6 +13,7 @@ Every event goes to `emit` (the CLI writes each as one JSON line). SIGTERM or Ct
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,18 +81,25 @@ def supervise(
     reporter: Reporter,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    stopping: threading.Event | None = None,
 ) -> Stopped:
-    """Keep the cluster serving until asked to stop (Stopped), or until the restart limit (GaveUp)."""
+    """Keep the cluster serving until asked to stop (Stopped), or until the restart limit (GaveUp).
+
+    `stopping`: set by whoever supervises several deployments at once and stops them all; the
+    trouble that follows (the ranks it stopped) then ends this supervisor instead of a restart.
+    """
     say = Say(cluster.spec.name, emit)
     policy = options.policy
     say(None, "supervising", f"plan {cluster.plan.digest}; {policy.describe()}", "start unless it runs")
     restarts: list[float] = []
     try:
         _stop_a_partial_run(cluster, options, say)
-        while True:
+        while not _asked(stopping):
             trouble = _start(cluster, secret_values, options, say, reporter) or watch(
                 cluster, options.interval, options.deadline, say, reporter, clock
             )
+            if _asked(stopping):
+                break
             _keep_evidence(cluster, secret_values, trouble, say)
             delay = policy.delay(restarts, clock())
             if delay is None:
@@ -108,6 +116,8 @@ def supervise(
             _stop(cluster, options, say)
             sleep(delay)
             restarts.append(clock())
+        say(None, "stopped", "the supervisor of every deployment stops", "exit")
+        return Stopped("stopped with the other deployments", len(restarts))
     except (KeyboardInterrupt, Interrupted) as exc:
         signal = exc if isinstance(exc, KeyboardInterrupt) else exc.__context__  # `up` re-raises it
         why = str(signal) if isinstance(signal, Terminated) and str(signal) else "interrupted"
@@ -115,6 +125,10 @@ def supervise(
         _stop(cluster, options, say)
         say(None, "stopped", why, "exit")
         return Stopped(why, len(restarts))
+
+
+def _asked(stopping: threading.Event | None) -> bool:
+    return stopping is not None and stopping.is_set()
 
 
 def _stop_a_partial_run(cluster: Cluster, options: SuperviseOptions, say: Say) -> None:

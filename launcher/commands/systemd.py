@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -62,13 +63,7 @@ def install(
     try:
         unit_path.write_text(unit_text)
         unit_path.chmod(0o644)
-        env_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        written = not env_path.exists()
-        if written:
-            fd = os.open(env_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(env_file_text(unit.cluster, unit.secrets, values))
-        env_path.chmod(0o600)
+        written = write_env_file(env_path, env_file_text(unit.cluster, unit.secrets, values))
     except OSError as exc:
         raise SparkLaunchError(
             f"cannot write {exc.filename}: {exc.strerror}",
@@ -76,6 +71,46 @@ def install(
         ) from None
     enabled = _enable(unit_name(unit.cluster), run or _systemctl)
     return Installed(str(unit_path), str(env_path), written, enabled)
+
+
+def write_env_file(path: Path, text: str) -> bool:
+    """Create the secrets file (mode 0600) unless it exists; True when written. An existing one
+    is kept only as a regular file owned by root or by this user (its values set the supervisor's
+    environment), and is made 0600; its folder must be theirs too, and writable by no one else."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _trusted(path.parent, os.lstat(path.parent), folder=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        _trusted(path, os.lstat(path), folder=False)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            _trusted(path, os.fstat(fd), folder=False)  # the very file opened
+            os.fchmod(fd, 0o600)
+        finally:
+            os.close(fd)
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    return True
+
+
+def _trusted(path: Path, st: os.stat_result, folder: bool) -> None:
+    """Refuse a secrets file (or its folder) that root or this user does not hold alone."""
+    what = "folder" if folder else "file"
+    if st.st_uid not in (0, os.geteuid()):
+        why = f"is owned by uid {st.st_uid} (neither root nor you)"
+    elif not (stat.S_ISDIR if folder else stat.S_ISREG)(st.st_mode):
+        why = f"is not a plain {what} (a link, say)"
+    elif folder and st.st_mode & 0o022:
+        why = "may be written by others"
+    else:
+        return
+    raise SparkLaunchError(
+        f"the secrets {what} {path} {why}: whoever controls it sets the supervisor's environment",
+        f"look at it, then `sudo chown root:root {path}` and `sudo chmod go-w {path}`, or remove it "
+        "to have it written anew",
+    )
 
 
 def _systemctl(argv: list[str]) -> subprocess.CompletedProcess[str]:

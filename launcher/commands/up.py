@@ -27,7 +27,7 @@ from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster, Unreachable
+from launcher.node.cluster import Cluster, Unreachable, new_run_id
 from launcher.node.executor import NodeError
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
@@ -84,9 +84,20 @@ class UpResult:
     message: str
 
 
-def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter) -> UpResult:
-    """Start the plan on every node and wait until the head serves (or fail cleanly)."""
-    with cluster.locked("up"):
+def up(
+    cluster: Cluster,
+    secret_values: dict[str, str],
+    options: UpOptions,
+    reporter: Reporter,
+    checked: Report | None = None,
+) -> UpResult:
+    """Start the plan on every node and wait until the head serves (or fail cleanly).
+
+    `checked`: the check's report when the caller ran it already (with the other deployments
+    sharing the nodes); it goes into the receipt as the check `up` ran itself would.
+    """
+    run_id = new_run_id()
+    with cluster.locked("up", run_id):
         existing = _running(cluster)
         if existing:
             digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
@@ -109,12 +120,15 @@ def up(cluster: Cluster, secret_values: dict[str, str], options: UpOptions, repo
             stop_all(cluster, options.grace)
         if options.drop_caches:
             drop_caches(cluster, reporter)
-        report = _check_first(cluster, options, reporter)
+        report = checked if checked is not None else _check_first(cluster, options, reporter)
+        if checked is not None and options.locked is not None and not checked.unreachable:
+            refuse_drift(cluster, options.locked, checked.facts)
         return record_run(
             cluster,
             report,
             secret_values,
             lambda run: _start_and_wait(cluster, secret_values, options, reporter, run),
+            run_id,
         )
 
 

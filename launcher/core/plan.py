@@ -71,9 +71,12 @@ class Plan:
         return int(self.value("port"))
 
     @property
-    def master_port(self) -> int:
-        """The rendezvous port on the head, as pinned."""
-        return int(self.value("master_port"))
+    def master_port(self) -> int | None:
+        """The rendezvous port on the head, as pinned; None on one node (no rendezvous)."""
+        try:
+            return int(self.value("master_port"))
+        except KeyError:
+            return None
 
     @property
     def prefix_caching(self) -> bool:
@@ -200,6 +203,10 @@ def check_serve_keys(spec: Spec, catalog: Catalog) -> list[Problem]:
                     "is a secret and would show on the command line",
                     f"list {SECRET_OPTIONS[key]} under secrets: and export it where you run spark-launch",
                 )
+            )
+        elif key == "master_port" and len(spec.nodes) == 1:
+            problems.append(
+                Problem(where, "a one-node deployment has no rendezvous", "remove it: vLLM runs on one node")
             )
         elif catalog.get(key) is None:
             problems.append(

@@ -36,7 +36,7 @@ class Call:
 
     command: str
     script: str | None = None  # a node script, by name, fed on stdin
-    data: str | None = None  # or this text, fed on stdin
+    data: str | None = None  # or this text, fed on stdin (with a script: ahead of its source)
     timeout: float = 60.0
     about: str = ""  # what it does, for the dry run
 
@@ -103,9 +103,10 @@ def logs_call(directory: str, lines: int, follow: bool) -> Call:
     return script("logs", directory, str(lines), *(["follow"] if follow else []))
 
 
-def lock_call(directory: str, holder: dict[str, Any]) -> Call:
-    """Take the cluster lock (kept beside this node's run directory)."""
-    return script("lock", directory, "take", json.dumps(holder))
+def lock_call(directory: str, holder: dict[str, Any], stale: str | None = None) -> Call:
+    """Take the cluster lock (kept beside this node's run directory); with `stale`, break it
+    in the same step if the holder with that token still has it."""
+    return script("lock", directory, "take", json.dumps(holder), *([stale] if stale else []))
 
 
 def unlock_call(directory: str, token: str) -> Call:
@@ -188,23 +189,32 @@ def save_receipt_call(cluster: str, run_id: str, text: str) -> Call:
     )
 
 
+# The probe's loader, the only program text on its command line: the environment comes first
+# on stdin (one JSON line), then the probe's source. No value reaches an argv (which `ps`
+# shows every user of the node), and nothing is written to the node's disk for it.
+PROBE_LOADER = (
+    "import json,os,sys,__main__;os.environ.update(json.loads(sys.stdin.readline()));"
+    'exec(compile(sys.stdin.read(),"<probe>","exec"),__main__.__dict__)'
+)
+
+
 def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> Call:
     """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
 
+    The environment travels on stdin, ahead of the probe's source (PROBE_LOADER).
     venv runtime: the answer is cached on the node under PROBE_CACHE, keyed by everything
     that decides it (`tag` names this probe's version); `fresh` resolves anyway.
     docker runtime: inside the image, with the options `up` gives the container (network,
-    IPC, GPUs, limits, the model mount) and the same environment, passed by name so the
-    values stay out of docker's argv. The container keeps nothing: its answer is kept on the
-    node by `probe_save_call`, keyed by the image's id and this very command, and found there
-    by the facts call (`probe_request`).
+    IPC, GPUs, limits, the model mount). The container keeps nothing: its answer is kept on
+    the node by `probe_save_call`, keyed by the image's id, this very command and the
+    environment, and found there by the facts call (`probe_request`).
     """
     serve_argv = node.argv[len(runtime_prefix(spec)) :]
-    env = ["env", *[f"{k}={v}" for k, v in node.env.items()]]
+    env = json.dumps(dict(node.env)) + "\n"
     if spec.vllm.runtime == "venv":
         cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
-        words = [*env, f"{spec.vllm.venv}/bin/python", "-", *cache, "resolve", *serve_argv]
-        return Call(shell_words(words), script="probe", timeout=600)
+        words = [f"{spec.vllm.venv}/bin/python", "-c", PROBE_LOADER, *cache, "resolve", *serve_argv]
+        return Call(shell_words(words), script="probe", data=env, timeout=600)
     docker = [
         "docker",
         "run",
@@ -212,11 +222,10 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
         "--interactive",
         container_label(spec),
         *container_options(spec.vllm.container, spec.model.path),
-        *[f"--env={k}" for k in node.env],
         str(spec.vllm.image),
     ]
-    words = [*env, *docker, PYTHON, "-", "resolve", *serve_argv]
-    return Call(shell_words(words), script="probe", timeout=600)
+    words = [*docker, PYTHON, "-c", PROBE_LOADER, "resolve", *serve_argv]
+    return Call(shell_words(words), script="probe", data=env, timeout=600)
 
 
 def probe_request(spec: Spec, node: NodeCommand, tag: str) -> dict[str, Any]:
@@ -224,7 +233,8 @@ def probe_request(spec: Spec, node: NodeCommand, tag: str) -> dict[str, Any]:
     inputs of its key, as the probe itself would see them on that node."""
     if spec.vllm.runtime == "venv":
         return {"tag": tag, "argv": list(node.argv[len(runtime_prefix(spec)) :]), "env": dict(node.env)}
-    return {"tag": tag, "command": probe_call(spec, node, tag).command, "model": spec.model.path}
+    command = probe_call(spec, node, tag).command
+    return {"tag": tag, "command": command, "env": dict(node.env), "model": spec.model.path}
 
 
 PROBE_KEY = re.compile(r"image-[0-9a-f]{64}\Z")

@@ -27,8 +27,11 @@ def run_dir(cluster: str, node: str) -> str:
 
 
 def container_name(spec: Spec) -> str:
-    """The docker runtime's container name: the same on every node (each is its own host)."""
-    return f"spark-launch-{spec.name}"
+    """The docker runtime's container name: the same on every node (each is its own host).
+
+    A deployment's name is <cluster>/<deployment>; a container's name cannot hold '/'.
+    """
+    return f"spark-launch-{spec.name.replace('/', '.')}"
 
 
 @dataclass(frozen=True)
@@ -50,8 +53,10 @@ class NodeCommand:
         return self.argv[: len(self.argv) - len(self.rank_args)]
 
 
-def rank_args(rank: int) -> tuple[str, ...]:
-    """The only flags that differ between nodes."""
+def rank_args(rank: int, nodes: int = 2) -> tuple[str, ...]:
+    """The only flags that differ between nodes (none on a one-node deployment)."""
+    if nodes == 1:
+        return ()
     return (f"--node-rank={rank}", *(("--headless",) if rank > 0 else ()))
 
 
@@ -101,10 +106,10 @@ def render_nodes(spec: Spec, engine_args: Sequence[str]) -> tuple[NodeCommand, .
             rank,
             node.ssh,
             node.address,
-            (*prefix, *rank_args(rank)),
+            (*prefix, *rank_args(rank, len(spec.nodes))),
             node_env(spec, node),
             spec.secrets,
-            rank_args(rank),
+            rank_args(rank, len(spec.nodes)),
         )
         for rank, node in enumerate(spec.nodes)
     )
@@ -120,7 +125,7 @@ def assert_identical_except_rank(nodes: Sequence[NodeCommand]) -> None:
     """Refuse commands that differ anywhere but in the trailing rank flags."""
     head = nodes[0].common_argv
     for node in nodes[1:]:
-        if node.common_argv != head or node.argv[len(head) :] != rank_args(node.rank):
+        if node.common_argv != head or node.argv[len(head) :] != rank_args(node.rank, len(nodes)):
             raise InvariantBroken(
                 f"the command for {node.name} differs from rank 0's beyond the rank flags",
                 "this is a bug in spark-launch; please report it with the spec",

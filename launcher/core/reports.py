@@ -133,7 +133,11 @@ def down_lines(result: DownResult) -> list[str]:
             what += f", {r['killed']} needed SIGKILL" if r["killed"] else ""
         else:
             what = "nothing running"
-        lines.append(f"{name}: {what}" + ("" if r["remaining"] == 0 else f"; {r['remaining']} STILL RUNNING"))
+        if r["remaining"]:
+            what += f"; {r['remaining']} STILL RUNNING"
+        elif what != "nothing running":
+            what += "; none left"
+        lines.append(f"{name}: {what}")
     lines += [
         f"{name}: NOT REACHED, nothing stopped there: {why}" for name, why in result.unreachable.items()
     ]
@@ -145,3 +149,29 @@ def down_json(cluster: str, result: DownResult) -> str:
     return json.dumps(
         {"cluster": cluster, "clean": result.clean and not result.unreachable, **asdict(result)}, indent=2
     )
+
+
+def fleet_status_text(found: dict[str, Any], now: float) -> str:
+    """`status` of several deployments (status --json's document) for people, then the endpoint."""
+    lines = [f"cluster {found['cluster']}: {len(found['deployments'])} deployment(s)"]
+    for d in found["deployments"]:
+        lines.append(f"deployment {d['deployment']}: {d['state']} (spec's plan {d['plan']})")
+        for n in d["nodes"]:
+            if not n["reachable"]:
+                what = f"UNREACHABLE: {n['error']}"
+            elif n["running"]:
+                what = f"running  pid {n['pid']}, up {now - (n['since'] or now):.0f} s, plan {n['digest']}"
+            else:
+                what = "stopped"
+            lines.append(f"  {n['name']:<12} rank {n['rank']}  {what}")
+        if d["nodes"] and d["nodes"][0]["running"]:
+            lines.append(f"  head /health: {d['health'] or 'no answer'}; model: {d['model'] or '?'}")
+        if d["serving"]:
+            lines.append(f"  {d['serving']['state'].upper()}: {d['serving']['reason']}")
+    end = found.get("endpoint")
+    if end:
+        state = "serving" if end["serving"] else ("running" if end["running"] else "stopped")
+        lines.append(
+            f"endpoint {end['url']} on {end['node']}: {state}; models: {', '.join(end['models']) or '-'}"
+        )
+    return "\n".join(lines)

@@ -64,20 +64,7 @@ def topology_rows(spec: Spec) -> list[Derived]:
         ", NCCL_IB_HCA" if any(x.hca for x in spec.nodes) else ""
     )
     return [
-        Derived(
-            "node_rank",
-            f"0..{n - 1}",
-            "--node-rank=R",
-            "the node's position in the spec; the only flag besides --headless that differs",
-            "launcher",
-        ),
-        Derived(
-            "headless",
-            "ranks 1.." if n > 1 else "none",
-            "--headless",
-            "only rank 0 serves the API",
-            "launcher",
-        ),
+        *(_ranks(n) if n > 1 else []),  # one node: a plain `vllm serve`, no ranks
         Derived(
             "per-node env",
             env,
@@ -86,6 +73,19 @@ def topology_rows(spec: Spec) -> list[Derived]:
             "launcher",
         ),
         *_container(spec),
+    ]
+
+
+def _ranks(n: int) -> list[Derived]:
+    return [
+        Derived(
+            "node_rank",
+            f"0..{n - 1}",
+            "--node-rank=R",
+            "the node's position in the spec; the only flag besides --headless that differs",
+            "launcher",
+        ),
+        Derived("headless", "ranks 1..", "--headless", "only rank 0 serves the API", "launcher"),
     ]
 
 

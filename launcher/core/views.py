@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from launcher.core.endpoint import CONFIG_FILE, ROUTER_PIN, EndpointPlan
+from launcher.core.fleet import Fleet
 from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
 from launcher.core.render import pretty_command, shown_word
 from launcher.core.spec.sections import spec_schema
@@ -178,3 +180,60 @@ def _pretty_data(data: str) -> str:
         return json.dumps(json.loads(data), indent=2)
     except ValueError:
         return data
+
+
+def endpoint_dict(endpoint: EndpointPlan) -> dict[str, Any]:
+    """The endpoint as `plan --json` prints it."""
+    return {
+        "router": ROUTER_PIN,
+        "node": endpoint.node.name,
+        "url": endpoint.url,
+        "routes": [r.__dict__ for r in endpoint.routes],
+        "argv": list(endpoint.argv),
+        "env": endpoint.env,
+        "secrets": list(endpoint.secrets),
+        "config": endpoint.config,
+        "digest": endpoint.digest,
+    }
+
+
+def fleet_dict(fleet: Fleet) -> dict[str, Any]:
+    """`plan --json` of a spec file: one deployment's plan as it always was, or every deployment's."""
+    end = {"endpoint": endpoint_dict(fleet.endpoint)} if fleet.endpoint else {}
+    if not fleet.multi:
+        return {**plan_dict(fleet.deployments[0].plan), **end}
+    deployments = [{"deployment": d.name, **plan_dict(d.plan)} for d in fleet.deployments]
+    return {"cluster": fleet.name, "deployments": deployments, **end}
+
+
+def fleet_json(fleet: Fleet) -> str:
+    """`plan --json` output of a spec file."""
+    return json.dumps(fleet_dict(fleet), indent=2)
+
+
+def fleet_text(fleet: Fleet, screen: Screen = PLAIN) -> str:
+    """`plan` output of a spec file: each deployment's plan, then the endpoint's command."""
+    if not fleet.multi:
+        texts = [plan_text(fleet.deployments[0].plan, screen)]
+    else:
+        nodes = len({n.name for d in fleet.deployments for n in d.plan.nodes})
+        texts = [f"cluster {fleet.name}: {len(fleet.deployments)} deployment(s) on {nodes} node(s)"]
+        for d in fleet.deployments:
+            where = ", ".join(n.name for n in d.plan.nodes)
+            texts.append(f"### deployment {d.name} (on {where})\n\n{plan_text(d.plan, screen)}")
+    if fleet.endpoint:
+        texts.append(endpoint_text(fleet.endpoint))
+    return "\n\n".join(texts)
+
+
+def endpoint_text(endpoint: EndpointPlan) -> str:
+    """The endpoint: where it listens, what it routes where, its exact command and config."""
+    out = [f"### endpoint {endpoint.url} ({ROUTER_PIN} on {endpoint.node.name}), plan {endpoint.digest}"]
+    out += [f"  {r.model:<20} -> {r.url}  (deployment {r.deployment})" for r in endpoint.routes]
+    out += ["", f"== {endpoint.node.name} (the endpoint)"]
+    out += [f"  {k}={shown_word(v)}" for k, v in endpoint.env.items()]
+    out += [f"  {name}=<secret from the launcher's environment>" for name in endpoint.secrets]
+    out.append("  " + pretty_command(endpoint.argv).replace("\n", "\n  "))
+    out += ["", f"  {CONFIG_FILE} (in its run directory):"]
+    out += [f"    {line}" for line in endpoint.config.splitlines()]
+    return "\n".join(out)

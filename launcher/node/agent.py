@@ -14,8 +14,8 @@ from launcher.node.scripts import bundle
 
 
 def stdin_of(call: Call) -> str | None:
-    """What the call's stdin gets: its script's source, or its data."""
-    return bundle(call.script) if call.script else call.data
+    """What the call's stdin gets: its script's source (after its data, if any), or its data."""
+    return (call.data or "") + bundle(call.script) if call.script else call.data
 
 
 class Agent:
@@ -75,9 +75,10 @@ class Agent:
         """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
         self.stream(remote.logs_call(self.dir, lines, follow), on_line)
 
-    def lock(self, holder: dict[str, Any]) -> dict[str, Any]:
-        """Take the cluster lock (kept beside this node's run directory)."""
-        return self.ask(remote.lock_call(self.dir, holder))
+    def lock(self, holder: dict[str, Any], stale: str | None = None) -> dict[str, Any]:
+        """Take the cluster lock (kept beside this node's run directory); with `stale`, break
+        the lock of the holder with that token in the same step, if it still has it."""
+        return self.ask(remote.lock_call(self.dir, holder, stale))
 
     def unlock(self, token: str) -> dict[str, Any]:
         """Release the cluster lock held with `token` ('*' forces it)."""

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import secrets as pysecrets
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -18,10 +16,9 @@ from launcher.core.spec.sections import Spec
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
+from launcher.node.locking import ClusterBusy, busy, holder_is_stale, lock_holder
 
-
-class ClusterBusy(SparkLaunchError):
-    """Another spark-launch holds the cluster's lock."""
+__all__ = ["Cluster", "ClusterBusy", "Unreachable", "new_run_id"]
 
 
 class Unreachable(SparkLaunchError):
@@ -57,6 +54,7 @@ class Cluster:
 
     def __post_init__(self) -> None:
         self.agents = {n.name: Agent(self.executor, self.spec.name, n.name) for n in self.plan.nodes}
+        self._unreleased: set[str] = set()  # tokens of locks taken here whose release failed
 
     def require_all(self, consequence: str) -> None:
         """Unreachable, naming every node that cannot be reached, unless all can."""
@@ -105,60 +103,32 @@ class Cluster:
         return entry
 
     @contextlib.contextmanager
-    def locked(self, command: str) -> Iterator[None]:
-        """Hold the cluster's lock (on the head) for the duration; ClusterBusy when another holds it."""
-        holder = lock_holder(command)
+    def locked(self, command: str, run_id: str | None = None) -> Iterator[None]:
+        """Hold the cluster's lock (on the head) for the duration; ClusterBusy when another holds it.
+
+        A stale lock (its owner on this machine provably gone) is broken, and so is a lock this
+        very object took and could not release (the head was lost meanwhile, as when `supervise`
+        restarts a cluster): both in one atomic step on the head, naming the holder found.
+        """
+        holder = lock_holder(command, run_id)
         agent = self.agents[self.head.name]
         answer = agent.lock(holder)
-        if not answer["ok"] and holder_is_stale(answer.get("holder", {})):
-            agent.unlock("*")
-            answer = agent.lock(holder)
+        other = answer.get("holder") or {}
+        if not answer["ok"] and (other.get("token") in self._unreleased or holder_is_stale(other)):
+            answer = agent.lock(holder, stale=str(other.get("token")))
         if not answer["ok"]:
-            raise _busy(self, answer.get("holder", {}))
+            raise busy(self.spec.name, self.head.name, answer.get("holder") or {})
         try:
             yield
         finally:
-            # Never hide why the operation ended; a lock left by a dead process on this
-            # host is recognised as stale next time.
-            with contextlib.suppress(SparkLaunchError):
+            # Never hide why the operation ended; a lock this object could not release is
+            # its own to take over next time.
+            try:
                 agent.unlock(holder["token"])
-
-
-def _busy(cluster: Cluster, other: dict[str, Any]) -> ClusterBusy:
-    since = time.strftime("%H:%M:%S", time.localtime(other.get("since", 0)))
-    return ClusterBusy(
-        f"cluster {cluster.spec.name} is busy: `{other.get('command', '?')}` by {other.get('user', '?')}@"
-        f"{other.get('host', '?')} (pid {other.get('pid', '?')}) since {since}",
-        "wait for it to finish; if that process is gone, remove ~/.spark-launch/"
-        f"{cluster.spec.name}/lock on {cluster.head.name}",
-    )
+            except SparkLaunchError:
+                self._unreleased.add(holder["token"])
 
 
 def new_run_id() -> str:
     """A sortable, unique id for one start of the cluster (names the log files)."""
     return time.strftime("%Y%m%d-%H%M%S") + "-" + pysecrets.token_hex(2)
-
-
-def lock_holder(command: str) -> dict[str, Any]:
-    """Who takes the cluster lock: enough to tell a stale lock from a live one."""
-    return {
-        "token": pysecrets.token_hex(8),
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "user": os.environ.get("USER", "?"),
-        "command": command,
-        "since": time.time(),
-    }
-
-
-def holder_is_stale(holder: dict[str, Any]) -> bool:
-    """True when the holder was a process on this machine that no longer exists."""
-    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
-        return False
-    try:
-        os.kill(holder["pid"], 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False

@@ -24,7 +24,11 @@ from launcher.core.vllm.catalog import Catalog, parse_version
 from launcher.load import catalog_for, read_model_facts
 from tests.conftest import ROOT, spec_of
 
-EXAMPLES = sorted((ROOT / "configs").glob("*.yaml"))
+# The one-model examples (each deployment of the others is planned as one of these, or as
+# the one-node case below).
+EXAMPLES = sorted(
+    p for p in (ROOT / "configs").glob("*.yaml") if "deployments" not in yaml.safe_load(p.read_text())
+)
 # The settings the plan pins from the model's kind when the spec leaves them unset.
 DEFAULTED = ("enable_prefix_caching", "enable_chunked_prefill", "mamba_cache_mode")
 HOSTILE_NAME = 'it\'s "quoted" $(not run) `x` ; & | *'
@@ -44,6 +48,7 @@ class Case:
     serve: dict[str, Any] = field(default_factory=dict)
     example: str | None = None
     served_name: str | None = None
+    nodes: int = 2  # one: a deployment on one node, a plain `vllm serve`
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ PLANS: tuple[Case, ...] = (
     Case("hybrid-mtp", "hybrid", {"speculative_config": MTP}),
     Case("hybrid-mode-written", "hybrid", {**ON, "mamba_cache_mode": "align"}),
     Case("dense", "dense"),
+    Case("dense-one-node", "dense", {"tensor_parallel_size": 1}, nodes=1),
     Case("dense-prefix-caching-off", "dense", OFF),
     Case("dense-chunked-prefill-off", "dense", {"enable_chunked_prefill": False}),
     Case("attention-free", "attention-free"),
@@ -318,7 +324,12 @@ def spec_data(case: Case, version: str, venv: Path, models: dict[str, Path]) -> 
     if case.example:
         data = yaml.safe_load((ROOT / "configs" / f"{case.example}.yaml").read_text())
     else:
-        data = {"name": "conformance", "nodes": NODES, "model": {}, "serve": {"tensor_parallel_size": 2}}
+        data = {
+            "name": "conformance",
+            "nodes": NODES[: case.nodes],
+            "model": {},
+            "serve": {"tensor_parallel_size": 2},
+        }
     data = copy.deepcopy(data)
     data["vllm"] = {"version": version, "runtime": "venv", "venv": str(venv)}
     data["model"] = {**data["model"], "path": str(models[case.kind])}

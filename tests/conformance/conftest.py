@@ -94,8 +94,9 @@ def collect(version: str, venv: Path, models: dict[str, Path]) -> Answers:
             jobs[("plan", case.id, str(node.rank))] = resolve_job(list(node.argv[2:]), node.env)
         unset = cases.unset_defaults(case, data, plan)
         if case in cases.DEFAULT_CASES:
-            argv = cases.strip(plan.nodes[1].argv[2:], cases.catalog_of(data), unset)
-            jobs[("unpinned", case.id)] = resolve_job(argv, plan.nodes[1].env)
+            last = plan.nodes[-1]  # a worker where there is one: its command has every flag
+            argv = cases.strip(last.argv[2:], cases.catalog_of(data), unset)
+            jobs[("unpinned", case.id)] = resolve_job(argv, last.env)
     for refusal in cases.REFUSALS:
         if cases.applies(refusal, version):
             for i, check in enumerate(refusal.checks):

@@ -158,7 +158,8 @@ class _TargetCopy:
         files rsync proved, as the target's manifest adopts them ({file: [size, mtime, sha256]})."""
         node = next(n for n in self.cluster.spec.nodes if n.name == self.node)
         bwlimit = int(self.options.bwlimit * 1e6 / 1024) if self.options.bwlimit else None
-        argv = rsync_argv(plan.path, remote_target(node.address, node.ssh, plan.path), bwlimit)
+        destination = remote_target(node.address, node.ssh, plan.path)
+        argv = rsync_argv(plan.path, destination, bwlimit, self.found[plan.label].snapshot)
         agent = self.cluster.agents[self.source]
         files = {rel: want.files[rel].sha256 for rel in plan.transfer.send}
         handover, run = remote.transfer_calls(

@@ -24,7 +24,15 @@ from launcher.commands.sync.copy import copy_all
 from launcher.commands.sync.options import SyncOptions, SyncReporter
 from launcher.core import remote
 from launcher.core.spec.sections import Node
-from launcher.core.sync.manifest import Manifest, human, missing_parts, model_dirs, needs_weights
+from launcher.core.sync.manifest import (
+    REFUSED_HINT,
+    Manifest,
+    human,
+    missing_parts,
+    model_dirs,
+    needs_weights,
+    refusals,
+)
 from launcher.core.sync.report import DirPlan, NodeOutcome, SourceModel, SyncResult
 from launcher.core.sync.transfer import DEFAULT_RSH, plan_transfer, remote_host, room_problems
 from launcher.errors import SparkLaunchError
@@ -63,7 +71,15 @@ def sync_models(
             with cluster.locked("sync models"):
                 outcomes = copy_all(cluster, source, found, probed.result(), options, reporter)
     models = tuple(
-        SourceModel(label, m.path, len(m.files), m.total_bytes, m.digest, m.hashed_bytes)
+        SourceModel(
+            label,
+            m.path,
+            len(m.files),
+            m.total_bytes,
+            m.digest,
+            m.hashed_bytes,
+            tuple(f"{rel} -> {t}" for rel, t in sorted(m.links.items())),
+        )
         for label, m in found.items()
     )
     return SyncResult(source, options.dry_run, options.relay, models, tuple(outcomes), clock() - started)
@@ -109,6 +125,12 @@ def _require_complete(cluster: Cluster, source: str, manifests: Manifests) -> No
                 f"the source {source} does not hold a complete {label} in {m.path}: "
                 f"missing {'; '.join(missing)}",
                 "complete it there (e.g. download it again), or copy from another node: --from NODE",
+            )
+        refused = refusals(m)
+        if refused:
+            raise SourceIncomplete(
+                f"the source {source}'s {label} in {m.path} holds what is never copied: {'; '.join(refused)}",
+                REFUSED_HINT,
             )
 
 

@@ -139,3 +139,48 @@ def _down(fraction: float) -> str:
 def _up(fraction: float) -> str:
     """A utilization rounded up to two decimals."""
     return f"{math.ceil(fraction * 100) / 100:.2f}"
+
+
+def shared_memory_row(weighed: Mapping[str, Mapping[str, Budget]]) -> Row | None:
+    """What several deployments about to start claim of each node they share, together.
+
+    Each deployment's own rows weigh its claim alone; on a node two of them share, the sum of
+    their claims (each from its own resolved settings) must fit what the node has. None when
+    no node is shared.
+    """
+    shared: dict[str, dict[str, Budget]] = {}
+    for name, per_node in weighed.items():
+        for node, b in per_node.items():
+            shared.setdefault(node, {})[name] = b
+    shared = {n: d for n, d in shared.items() if len(d) > 1}
+    if not shared:
+        return None
+    values = {n: _together_text(d) for n, d in shared.items()}
+    over = [n for n, d in shared.items() if _total(d) > _usable(d)]
+    hint = _over_hint(over[0], shared[over[0]]) if over else None
+    if hint and over[1:]:
+        hint += f" (also on {', '.join(over[1:])})"
+    return Row("memory", "deployments' claims fit together", values, not over, hint)
+
+
+def _total(claims: Mapping[str, Budget]) -> int:
+    return sum(b.claim for b in claims.values())
+
+
+def _usable(claims: Mapping[str, Budget]) -> int:
+    """What the node has for them all (the least any deployment's look at the node saw)."""
+    return min(b.usable for b in claims.values())
+
+
+def _together_text(claims: Mapping[str, Budget]) -> str:
+    parts = " + ".join(f"{name} {gib(b.claim)}" for name, b in claims.items())
+    return f"{parts} = {gib(_total(claims))} of {gib(_usable(claims))} usable"
+
+
+def _over_hint(node: str, claims: Mapping[str, Budget]) -> str:
+    each = "; ".join(f"{name} claims {gib(b.claim)} GiB ({b.claim_how})" for name, b in claims.items())
+    return (
+        f"{node}: the deployments on it claim {gib(_total(claims))} GiB together but it has "
+        f"{gib(_usable(claims))} GiB usable ({each}): lower their gpu_memory_utilization (or KV cache "
+        "space) so that the sum fits, or place one of them on another node"
+    )

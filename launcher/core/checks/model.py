@@ -14,13 +14,16 @@ from typing import Any
 from launcher.core.checks.report import Row, each
 from launcher.core.spec.sections import Spec
 from launcher.core.sync.manifest import (
-    FileEntry,
+    REFUSED_HINT,
+    Entry,
+    LinkEntry,
     Manifest,
     differences,
     human,
     missing_parts,
     model_dirs,
     needs_weights,
+    refusals,
 )
 
 SHOWN = 10  # differing files shown one per row; the rest are counted
@@ -57,6 +60,10 @@ def _directory_rows(label: str, path: str, manifests: dict[str, Manifest], weigh
             None if not any(lacking.values()) else f"config.json, a tokenizer and every indexed shard: {FIX}",
         )
     )
+    refused = {n: refusals(m) for n, m in manifests.items()}
+    if any(refused.values()):
+        shown = {n: "; ".join(r) or "none" for n, r in refused.items()}
+        rows.append(Row("model", f"{label}: links and special files", shown, False, REFUSED_HINT))
     diffs = differences(manifests)
     for rel, entries in list(diffs.items())[:SHOWN]:
         rows.append(
@@ -80,10 +87,16 @@ def _directory_rows(label: str, path: str, manifests: dict[str, Manifest], weigh
                 True,
             )
         )
+        if first.links:  # named, as everything the link policy decides
+            links = ", ".join(f"{rel} -> {t}" for rel, t in sorted(first.links.items())[:SHOWN])
+            links += f" (and {len(first.links) - SHOWN} more)" if len(first.links) > SHOWN else ""
+            rows.append(Row("model", f"{label} links kept as links", dict.fromkeys(manifests, links), True))
     return rows
 
 
-def _entry(entry: FileEntry | None) -> str:
+def _entry(entry: Entry | None) -> str:
+    if isinstance(entry, LinkEntry):
+        return f"a link to {entry.target}"
     return "missing" if entry is None else f"{entry.sha256[:12]} {human(entry.size)}"
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.core.checks.budget import Budget
 from launcher.errors import ExitStatus
 
 
@@ -37,6 +38,7 @@ class Report:
     facts: Mapping[str, dict[str, Any]] = field(
         default_factory=dict, compare=False, repr=False
     )  # as reported
+    memory: Mapping[str, Budget] = field(default_factory=dict)  # each node's, when it was weighed
 
     @property
     def ok(self) -> bool:

@@ -19,6 +19,7 @@ RULES: tuple[Rule, ...] = (
         "vllm/entrypoints/cli/serve.py (run_headless)",
         owns=("distributed_executor_backend",),
         source="launcher",
+        when=topology.several_nodes,
     ),
     Rule(
         "nnodes",
@@ -28,6 +29,7 @@ RULES: tuple[Rule, ...] = (
         "vllm/config/parallel.py (nnodes)",
         owns=("nnodes",),
         source="launcher",
+        when=topology.several_nodes,
     ),
     Rule(
         "master_addr",
@@ -37,6 +39,7 @@ RULES: tuple[Rule, ...] = (
         "vllm/config/parallel.py (master_addr)",
         owns=("master_addr",),
         source="launcher",
+        when=topology.several_nodes,
     ),
     Rule(
         "master_port",
@@ -45,6 +48,7 @@ RULES: tuple[Rule, ...] = (
         "the rendezvous port, written out so no node relies on its own default",
         "vllm/config/parallel.py (master_port)",
         owns=("master_port",),
+        when=topology.several_nodes,
     ),
     Rule(
         "port",

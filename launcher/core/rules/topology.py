@@ -14,6 +14,11 @@ DEFAULT_API_PORT = 8000
 RULE_PORTS = frozenset({"master_port", "port"})  # decided by rules, in this order
 
 
+def several_nodes(inputs: Inputs) -> bool:
+    """The multi-node flags apply: one node is a plain `vllm serve` (no rendezvous, no ranks)."""
+    return len(inputs.spec.nodes) > 1
+
+
 def fixed(setting: str, value: Callable[[Inputs], Any]) -> Callable[[Inputs], Decision]:
     """A decider pinning `setting` to a value computed from the spec alone."""
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
+from typing import Protocol
 
 from launcher.core.spec.container import check_container
 from launcher.core.spec.misplaced import runtime_ignored
-from launcher.core.spec.sections import Node, Spec, VllmSection
+from launcher.core.spec.secrets import secret_name, secret_problems, token_kind
+from launcher.core.spec.sections import ModelSection, Node, Spec, VllmSection
 from launcher.errors import Problem
 
 # Set by the launcher for each node from its own fields; never written by hand.
@@ -29,13 +31,37 @@ ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
 NO_NODES = Problem(("nodes",), "needs at least one node", "list the machines; the first is rank 0")
 
 
+class Common(Protocol):
+    """What every deployment of a spec file shares: a Spec, or the SpecFile it came from."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def vllm(self) -> VllmSection: ...
+    @property
+    def nodes(self) -> tuple[Node, ...]: ...
+    @property
+    def env(self) -> dict[str, str]: ...
+    @property
+    def secrets(self) -> tuple[str, ...]: ...
+    @property
+    def ssh_config(self) -> str | None: ...
+
+
 def check_spec(spec: Spec) -> list[Problem]:
     """Problems a structurally valid spec can still have, without knowing vLLM."""
+    return check_common(spec) + check_model(spec.model, spec.vllm)
+
+
+def check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
+    """Problems of one deployment's model (paths relative to its section)."""
+    return _check_model(model, vllm) + check_container(vllm.container, vllm.runtime, model.path)
+
+
+def check_common(spec: Common) -> list[Problem]:
+    """Problems of what every deployment shares: the name, vLLM, the nodes, env, secrets, ssh."""
     problems = [*_check_top(spec), *_check_vllm(spec.vllm), *_check_nodes(spec.nodes)]
-    problems += _check_env(spec)
-    problems += _check_model(spec)
-    problems += check_container(spec.vllm.container, spec.vllm.runtime, spec.model.path)
-    problems += runtime_ignored(spec)
+    problems += _check_env(spec) + runtime_ignored(spec.vllm)
     if spec.ssh_config is not None:
         problems += _one_line(("ssh_config",), spec.ssh_config)
         if spec.ssh_config.startswith("~") and not spec.ssh_config.startswith("~/"):
@@ -57,9 +83,9 @@ def release_problem(path: tuple[str | int, ...], value: str) -> Problem | None:
     return Problem(path, f"{value!r} is not a release number", 'write it like "0.33.0" (quoted)')
 
 
-def _check_model(spec: Spec) -> list[Problem]:
+def _check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
     problems = []
-    name = spec.model.served_name
+    name = model.served_name
     if name is not None and (not name.strip() or name.startswith("-") or _one_line((), name)):
         problems.append(
             Problem(
@@ -68,7 +94,7 @@ def _check_model(spec: Spec) -> list[Problem]:
                 "use a one-line name that does not start with '-'",
             )
         )
-    path = spec.model.path
+    path = model.path
     if not path.startswith("/"):
         problems.append(
             Problem(
@@ -78,7 +104,7 @@ def _check_model(spec: Spec) -> list[Problem]:
             )
         )
     problems += _one_line(("model", "path"), path)
-    if spec.vllm.runtime == "docker" and ":" in path:
+    if vllm.runtime == "docker" and ":" in path:
         problems.append(
             Problem(
                 ("model", "path"),
@@ -89,7 +115,7 @@ def _check_model(spec: Spec) -> list[Problem]:
     return problems
 
 
-def _check_top(spec: Spec) -> list[Problem]:
+def _check_top(spec: Common) -> list[Problem]:
     if CLUSTER_NAME.match(spec.name):
         return []
     return [
@@ -223,13 +249,14 @@ def _check_address(where: tuple[str | int, ...], address: str) -> list[Problem]:
     return []
 
 
-def _check_env(spec: Spec) -> list[Problem]:
+def _check_env(spec: Common) -> list[Problem]:
     problems = []
     scopes: list[tuple[tuple[str | int, ...], dict[str, str]]] = [(("env",), spec.env)]
     scopes += [(("nodes", i, "env"), n.env) for i, n in enumerate(spec.nodes)]
     for where, env in scopes:
+        problems += secret_problems(where, env)
         for name, value in env.items():
-            if "\n" in value or "\r" in value:
+            if ("\n" in value or "\r" in value) and not (secret_name(name) or token_kind(value)):
                 problems.append(
                     Problem(
                         (*where, name),

@@ -12,31 +12,40 @@ from collections.abc import Iterable
 
 from launcher.core.spec.container import ContainerSection
 from launcher.core.spec.schema import UNKNOWN_KEY
-from launcher.core.spec.sections import ModelSection, Node, Spec, VllmSection
+from launcher.core.spec.sections import (
+    DeploymentSection,
+    EndpointSection,
+    ModelSection,
+    Node,
+    SpecFile,
+    VllmSection,
+)
 from launcher.errors import Problem
 
 # Where each known key belongs, the first listed winning (`env` and `name` are top-level keys too).
 SECTIONS: tuple[tuple[str, type], ...] = (
-    ("", Spec),
+    ("", SpecFile),
     ("vllm", VllmSection),
     ("model", ModelSection),
     ("nodes[]", Node),
     ("vllm.container", ContainerSection),
+    ("deployments[]", DeploymentSection),
+    ("endpoint", EndpointSection),
 )
 # What each runtime ignores: set there, it would only mislead the next reader.
 RUNTIME_KEYS = {"venv": "venv", "image": "docker"}
 TOP_LEVEL = "a top-level key"
 
 
-def runtime_ignored(spec: Spec) -> list[Problem]:
+def runtime_ignored(vllm: VllmSection) -> list[Problem]:
     """vllm keys of the other runtime: an error, not a silent no-op."""
     problems = []
     for key, runtime in RUNTIME_KEYS.items():
-        if getattr(spec.vllm, key) is not None and spec.vllm.runtime != runtime:
+        if getattr(vllm, key) is not None and vllm.runtime != runtime:
             problems.append(
                 Problem(
                     ("vllm", key),
-                    f"is only used with runtime {runtime}; runtime {spec.vllm.runtime} ignores it",
+                    f"is only used with runtime {runtime}; runtime {vllm.runtime} ignores it",
                     f"remove it, or set vllm.runtime: {runtime}",
                 )
             )

@@ -82,6 +82,56 @@ class Spec:
         return self.nodes[0]
 
 
+@dataclass(frozen=True)
+class DeploymentSection:
+    """One model served on some of the nodes: planned, checked, started and supervised on its own."""
+
+    name: str = doc("the deployment's name (`--deployment NAME`, state, logs)")
+    nodes: tuple[str, ...] = doc("names of the top-level nodes it runs on; the first is its rank 0")
+    model: ModelSection = doc("the model this deployment serves")
+    serve: dict[str, JsonValue] = doc(
+        "`vllm serve` options as snake_case keys, identical on this deployment's nodes", default_factory=dict
+    )
+
+
+@dataclass(frozen=True)
+class EndpointSection:
+    """One OpenAI-compatible endpoint on the head node, routing each request by its `model`."""
+
+    port: int = doc("the port the endpoint listens on, at the head node's address")
+    venv: str = doc(
+        "the virtual environment on the head node holding the pinned router "
+        "(scripts/router-venv.sh builds it)"
+    )
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """The spec file as written: one deployment (model, serve), or several (deployments)."""
+
+    name: str = doc("cluster name (state, logs, process labels)")
+    vllm: VllmSection = doc("the vLLM release and runtime, for every deployment")
+    nodes: tuple[Node, ...] = doc("the machines; the first is rank 0 (and the endpoint's host)")
+    model: ModelSection | None = doc(
+        "the model to serve (one deployment; else under deployments)", default=None
+    )
+    serve: dict[str, JsonValue] = doc(
+        "`vllm serve` options as snake_case keys, identical on all nodes (one deployment)",
+        default_factory=dict,
+    )
+    deployments: tuple[DeploymentSection, ...] = doc(
+        "several models on the nodes, each with its own nodes, model and serve", default=()
+    )
+    endpoint: EndpointSection | None = doc(
+        "one OpenAI-compatible endpoint in front of every deployment", default=None
+    )
+    env: dict[str, EnvValue] = doc("environment identical on all nodes", default_factory=dict)
+    secrets: tuple[str, ...] = doc(
+        "names of variables passed from the launcher's environment, never shown", default=()
+    )
+    ssh_config: str | None = doc("ssh_config file to use instead of ~/.ssh/config", default=None)
+
+
 def spec_schema() -> dict[str, Any]:
     """JSON Schema of the spec, for editors and scripts."""
-    return json_schema(Spec, "spark-launch deployment spec")
+    return json_schema(SpecFile, "spark-launch deployment spec")

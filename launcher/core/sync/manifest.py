@@ -18,6 +18,10 @@ from typing import Any
 from launcher.core.spec.sections import Spec
 
 CONFIG = "config.json"
+REFUSED_HINT = (
+    "a link pointing outside the model directory, a device, a FIFO or a socket is neither read "
+    "nor copied: put the file itself there (cp --remove-destination TARGET LINK), or remove it"
+)
 TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tekken.json", "spiece.model")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
@@ -28,6 +32,16 @@ class FileEntry:
 
     size: int
     sha256: str
+
+
+@dataclass(frozen=True)
+class LinkEntry:
+    """A link inside a model directory, kept as a link: its target as written."""
+
+    target: str
+
+
+Entry = FileEntry | LinkEntry
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,9 @@ class Manifest:
     hashed_bytes: int = 0  # bytes hashed for this answer; the rest came from the cache
     room: Room | None = None
     mtimes: Mapping[str, int] = field(default_factory=dict)  # whole seconds; not part of identity
+    links: Mapping[str, str] = field(default_factory=dict)  # kept as links: path -> target
+    refused: Mapping[str, str] = field(default_factory=dict)  # neither read nor copied: path -> why
+    snapshot: bool = False  # a Hugging Face cache snapshot: its files are links into its blobs
 
     @classmethod
     def of(cls, answer: Mapping[str, Any]) -> Manifest:
@@ -68,6 +85,9 @@ class Manifest:
             unreadable=tuple(answer.get("unreadable", ())),
             hashed_bytes=int(answer.get("hashed_bytes", 0)),
             mtimes={rel: int(t) for rel, t in answer.get("mtimes", {}).items()},
+            links={str(rel): str(t) for rel, t in answer.get("links", {}).items()},
+            refused={str(rel): str(why) for rel, why in answer.get("refused", {}).items()},
+            snapshot=answer.get("snapshot") is True,
             room=Room(
                 int(room["free"]),
                 int(room["block"]),
@@ -85,10 +105,17 @@ class Manifest:
         return sum(f.size for f in self.files.values())
 
     @property
+    def entries(self) -> dict[str, Entry]:
+        """Everything the model is made of: files by content, links by target."""
+        return {**self.files, **{rel: LinkEntry(t) for rel, t in self.links.items()}}
+
+    @property
     def digest(self) -> str:
         """One hash of the whole manifest: equal digests, identical directories."""
-        body = json.dumps({k: [v.size, v.sha256] for k, v in sorted(self.files.items())})
-        return hashlib.sha256(body.encode()).hexdigest()
+        body: Any = {k: [v.size, v.sha256] for k, v in sorted(self.files.items())}
+        if self.links:  # without links, the digest a manifest of files alone always had
+            body = {"files": body, "links": dict(sorted(self.links.items()))}
+        return hashlib.sha256(json.dumps(body).encode()).hexdigest()
 
 
 def model_dirs(spec: Spec) -> list[tuple[str, str]]:
@@ -107,28 +134,38 @@ def needs_weights(spec: Spec) -> bool:
 
 
 def missing_parts(m: Manifest, weights: bool = True) -> list[str]:
-    """What a complete model directory must hold and this one lacks (empty: complete)."""
+    """What a complete model directory must hold and this one lacks (empty: complete).
+
+    A link kept as a link counts as what it is named: vLLM reads through it.
+    """
     if not m.exists:
         return [f"the directory {m.path}"]
-    missing = [] if CONFIG in m.files else [CONFIG]
-    if not any(t in m.files for t in TOKENIZERS):
+    present = m.entries
+    missing = [] if CONFIG in present else [CONFIG]
+    if not any(t in present for t in TOKENIZERS):
         missing.append(f"a tokenizer ({', '.join(TOKENIZERS[:3])}, ...)")
     for index, shards in sorted(m.indexes.items()):
         if shards is None:
             missing.append(f"a readable weight_map in {index}")
             continue
-        missing += [f"{s} (named in {index})" for s in shards if s not in m.files]
-    if weights and not any(rel.endswith(WEIGHT_SUFFIXES) for rel in m.files):
+        missing += [f"{s} (named in {index})" for s in shards if s not in present]
+    if weights and not any(rel.endswith(WEIGHT_SUFFIXES) for rel in present):
         missing.append(f"weights ({', '.join('*' + s for s in WEIGHT_SUFFIXES[:2])}, ...)")
     return missing + [f"{rel} (unreadable)" for rel in m.unreadable]
 
 
-def differences(manifests: Mapping[str, Manifest]) -> dict[str, dict[str, FileEntry | None]]:
-    """Every file not identical on all nodes: {file: {node: its entry, or None where missing}}."""
-    names = sorted({rel for m in manifests.values() for rel in m.files})
+def refusals(m: Manifest) -> list[str]:
+    """What the link policy refuses in this directory, each with why (empty: nothing)."""
+    return [f"{rel}: {why}" for rel, why in sorted(m.refused.items())]
+
+
+def differences(manifests: Mapping[str, Manifest]) -> dict[str, dict[str, Entry | None]]:
+    """Every file or link not identical on all nodes: {path: {node: its entry, or None where missing}}."""
+    every = {node: m.entries for node, m in manifests.items()}
+    names = sorted({rel for entries in every.values() for rel in entries})
     out = {}
     for rel in names:
-        entries = {node: m.files.get(rel) for node, m in manifests.items()}
+        entries = {node: found.get(rel) for node, found in every.items()}
         if len(set(entries.values())) > 1:
             out[rel] = entries
     return out

@@ -58,6 +58,7 @@ class SourceModel:
     bytes: int
     digest: str
     hashed_bytes: int
+    links: tuple[str, ...] = ()  # kept as links, each `path -> target`
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,10 @@ def sync_text(result: SyncResult) -> str:
         f" (sha256 manifest {m.digest[:12]}; hashed now: {human(m.hashed_bytes)})"
         for m in result.models
     ]
+    for m in result.models:
+        if m.links:
+            shown = ", ".join(m.links[:4]) + (f", ... ({len(m.links)} in all)" if len(m.links) > 4 else "")
+            lines.append(f"  {m.label} links, copied as links: {shown}")
     for n in result.nodes:
         head = f"{n.node}: {n.state}"
         if n.state == "copied":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from launcher.core.sync.manifest import Manifest, Room, human
+from launcher.core.sync.manifest import Entry, FileEntry, Manifest, Room, human
 
 # The remote shell on the source when its environment sets no RSYNC_RSH: never prompt.
 DEFAULT_RSH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
@@ -50,27 +50,34 @@ class Transfer:
 
 
 def plan_transfer(source: Manifest, target: Manifest, block: int = 4096) -> Transfer:
-    """What makes `target` identical to `source`, file by file (sizes rounded up to `block`)."""
+    """What makes `target` identical to `source`, entry by entry (sizes rounded up to `block`).
+
+    A link is an entry like a file (kept as a link); whatever the target holds that its link
+    policy refuses (a link pointing outside, a FIFO) is removed, never followed.
+    """
     missing, resume, replace, identical = [], [], [], 0
     send_bytes = need = 0
-    for rel, want in sorted(source.files.items()):
-        have = target.files.get(rel)
+    held = target.entries
+    for rel, want in sorted(source.entries.items()):
+        have = held.get(rel)
+        size, had = _size(want), _size(have)
         if have == want:
             identical += 1
-        elif have is None:
+        elif have is None and rel not in target.refused:
             missing.append(rel)
-            send_bytes += want.size
-            need += _blocks(want.size, block)
-        elif have.size < want.size:
+            send_bytes += size
+            need += _blocks(size, block)
+        elif isinstance(have, FileEntry) and isinstance(want, FileEntry) and had < size:
             resume.append(rel)
-            send_bytes += want.size - have.size
-            need += _blocks(want.size, block) - _blocks(have.size, block)
+            send_bytes += size - had
+            need += _blocks(size, block) - _blocks(had, block)
         else:
             replace.append(rel)
-            send_bytes += want.size
-            need += _blocks(want.size, block) - _blocks(have.size, block)
-    extra = tuple(sorted(set(target.files) - set(source.files)))
-    need -= sum(_blocks(target.files[rel].size, block) for rel in extra)
+            send_bytes += size
+            need += _blocks(size, block) - _blocks(had, block)
+    extra = tuple(sorted((set(held) | set(target.refused)) - set(source.entries)))
+    need -= sum(_blocks(_size(held.get(rel)), block) for rel in extra)
+    sent = missing + resume + replace
     return Transfer(
         missing=tuple(missing),
         resume=tuple(resume),
@@ -78,9 +85,13 @@ def plan_transfer(source: Manifest, target: Manifest, block: int = 4096) -> Tran
         extra=extra,
         identical=identical,
         send_bytes=send_bytes,
-        list_bytes=sum(source.files[rel].size for rel in missing + resume + replace),
+        list_bytes=sum(source.files[rel].size for rel in sent if rel in source.files),
         need_bytes=need,
     )
+
+
+def _size(entry: Entry | None) -> int:
+    return entry.size if isinstance(entry, FileEntry) else 0
 
 
 def _blocks(size: int, block: int) -> int:
@@ -125,12 +136,20 @@ def remote_target(address: str, ssh: str, path: str) -> str:
     return f"{host}:{path.rstrip('/')}/"
 
 
-def rsync_argv(source_path: str, destination: str, bwlimit_kib: int | None = None) -> tuple[str, ...]:
-    """The rsync the source runs: the listed files (NUL-separated on stdin), continued where they stopped."""
+def rsync_argv(
+    source_path: str, destination: str, bwlimit_kib: int | None = None, snapshot: bool = False
+) -> tuple[str, ...]:
+    """The rsync the source runs: the listed files (NUL-separated on stdin), continued where they stopped.
+
+    A link inside the model is copied as a link. A link out of it is copied as its content only
+    for a Hugging Face snapshot (`snapshot`: its files are links into its blobs, the only such
+    links its manifest lists); any other model's links out are skipped, even one swapped in
+    after its manifest was taken, so nothing outside a model is ever read for a copy.
+    """
     return (
         "rsync",
-        "--archive",  # modes and times
-        "--copy-links",  # a link's content, as the manifest hashes it
+        "--archive",  # modes and times; links as links
+        "--copy-unsafe-links" if snapshot else "--safe-links",
         "--append-verify",  # continue a shorter file, then check all of it
         "--from0",
         "--files-from=-",

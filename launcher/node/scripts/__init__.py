@@ -2,8 +2,8 @@
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
 `python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
-Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`) hold what several scripts share, and a
-script may also borrow functions from another script (`from launcher.node.scripts.facts
+Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`) hold what several
+scripts share, and a script may also borrow functions from another script (`from launcher.node.scripts.facts
 import ...`): `bundle` inlines what a script imports in front of it, each module once, a
 borrowed script without its command-line entry. The probe runs under the node's own vLLM
 install instead (`probe.py` imports vLLM).
@@ -40,7 +40,7 @@ NAMES = (
     "gather",
     "stacks",
 )
-LIBRARIES = ("common", "inputs", "installed", "memory")  # no entry of their own: only ever inlined
+LIBRARIES = ("common", "inputs", "installed", "memory", "tree")  # no entry of their own: only ever inlined
 
 
 @functools.cache

@@ -5,8 +5,9 @@ installed on the nodes. The launcher sends one script at a time on the stdin of
 `python3 - NAME DIR ARGS...`, with this file inlined in front of it (see `bundle`). DIR is the
 node's run directory, `~/.spark-launch/<cluster>/<node>`.
 
-Every process spark-launch starts carries SPARK_LAUNCH_RUN=<cluster>/<node>/<run id> in
-its environment: processes are ours by that marker, never by a pid file.
+Every run spark-launch starts is a session of its own, recorded in state.json, and its
+processes carry SPARK_LAUNCH_RUN=<cluster>/<node>/<run id> in their environment: processes
+are ours by that session (which none can leave by dropping a variable) and that marker.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 MARKER = "SPARK_LAUNCH_RUN"
@@ -47,10 +49,21 @@ def take_json(path: str) -> Any:
 
 def write_json(path: str, data: Any) -> None:
     """Replace a JSON file atomically."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    replace_file(path, json.dumps(data))
+
+
+def replace_file(path: str, text: str) -> None:
+    """Replace a file atomically, through a temporary file beside it that no one can guess or
+    plant (created exclusively, mode 0600): a reader sees the old content or the new."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".spark-launch-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_text(path: str | None) -> str | None:
@@ -62,32 +75,75 @@ def read_text(path: str | None) -> str | None:
         return None
 
 
-def our_processes(prefix: str) -> dict[int, int]:
-    """{pid: pgid} of live (non-zombie) processes whose environment carries the marker prefix."""
-    found = {}
-    needle = f"{MARKER}={prefix}".encode()
+def proc_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, process group, session, start time in clock ticks since boot) of a process; None
+    when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[2]), int(fields[3]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def carries(pid: int, needle: bytes) -> bool:
+    """True when the process's environment has a variable starting with `needle`."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return any(item.startswith(needle) for item in f.read().split(b"\0"))
+    except OSError:
+        return False
+
+
+def our_processes(directory: str) -> dict[int, int]:
+    """{pid: pgid} of the live (non-zombie) processes of this node's runs.
+
+    A run is its session: the start wrapper leads a new one, and every process it starts
+    stays in it, whatever it does to its environment (vLLM's workers drop the marker) or its
+    process group. Ours: every member of the session state.json records (unless that pid
+    now leads another session), of the session of any process carrying our marker, and
+    those processes themselves.
+    """
+    needle = f"{MARKER}={node_prefix(directory)}".encode()
+    table, marked = {}, set()
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-            if not any(item.startswith(needle) for item in environ):
-                continue
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in ("Z", "X"):  # a zombie is gone for our purposes
-            found[pid] = int(fields[2])
-    return found
+        info = proc_stat(int(entry)) if entry.isdigit() else None
+        if info is not None and info[0] not in ("Z", "X"):  # a zombie is gone for our purposes
+            table[int(entry)] = info
+            if carries(int(entry), needle):
+                marked.add(int(entry))
+    sessions = {table[pid][2] for pid in marked}
+    state = read_json(state_path(directory)) or {}
+    if isinstance(state, dict) and run_session(state) is not None:
+        sessions.add(int(state["sid"]))
+    return {pid: info[1] for pid, info in table.items() if pid in marked or info[2] in sessions}
+
+
+def run_session(state: dict[str, Any]) -> int | None:
+    """The session of the run state.json describes, while it can still be ours: its leader is
+    gone (no one can take a session id while a member lives), or is the very process that
+    started the run (the same start time)."""
+    sid, started = state.get("sid"), state.get("leader_start")
+    if not isinstance(sid, int) or isinstance(sid, bool) or sid <= 1:
+        return None
+    leader = proc_stat(sid)
+    return sid if leader is None or (started is not None and leader[3] == started) else None
+
+
+RUN_ROOT = ".spark-launch"  # the run directories' root under the remote home
 
 
 def node_prefix(directory: str) -> str:
-    """The marker prefix of this node's processes: <cluster>/<node>/."""
-    cluster, node = directory.rstrip("/").split("/")[-2:]
-    return f"{cluster}/{node}/"
+    """The marker prefix of this node's processes: <cluster>/<node>/, or, for one deployment of
+    several, <cluster>/<deployment>/<node>/ (everything under the run root)."""
+    parts = directory.rstrip("/").split("/")
+    root = len(parts) - 1 - parts[::-1].index(RUN_ROOT) if RUN_ROOT in parts else len(parts) - 3
+    return "/".join(parts[root + 1 :]) + "/"
+
+
+def owner_of(directory: str) -> str:
+    """Whose run directory this is: the cluster, or <cluster>/<deployment> (the container label)."""
+    return node_prefix(directory).rstrip("/").rpartition("/")[0]
 
 
 def docker(*args: str) -> subprocess.CompletedProcess[str]:

@@ -280,8 +280,9 @@ def _pci_id(device: str) -> str | None:
 
 
 def _json_file(path: str) -> Any:
-    """A small JSON file's content; None when missing, unreadable or over 4 MiB."""
-    if _size(path) > 4 << 20:
+    """A small JSON file's content; None when missing, unreadable, over 4 MiB or not a regular
+    file (a FIFO or a device would never end)."""
+    if not os.path.isfile(path) or _size(path) > 4 << 20:
         return None
     return _loads(read_text(path) or "")
 

@@ -12,7 +12,6 @@ from launcher.node.scripts.common import (  # inlined when sent
     container_state,
     emit,
     image_info,
-    node_prefix,
     our_processes,
     read_json,
     read_text,
@@ -160,7 +159,9 @@ def probe_lookup(ask: dict[str, Any], vllm: dict[str, Any]) -> dict[str, Any]:
         else:
             if not vllm.get("image_id"):
                 return {"key": None, "cached": None}
-            key = image_probe_key(probe["tag"], vllm["image_id"], probe["command"], probe.get("model"))
+            key = image_probe_key(
+                probe["tag"], vllm["image_id"], probe["command"], probe["env"], probe.get("model")
+            )
     except OSError:
         return {"key": None, "cached": None}
     cached = read_json(os.path.join(PROBE_CACHE, key + ".json"))
@@ -179,7 +180,7 @@ def facts(directory: str, request: str) -> None:
     while this cluster runs here: its own vLLM holds that port.
     """
     ask = json.loads(request)
-    running = bool(our_processes(node_prefix(directory))) or bool(
+    running = bool(our_processes(directory)) or bool(
         ask.get("container") and container_state(ask["container"])["running"]
     )
     network = network_facts(ask["interface"], ask["address"], ask.get("ports", []))  # before we listen

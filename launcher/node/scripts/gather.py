@@ -18,7 +18,6 @@ from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     emit,
-    node_prefix,
     our_processes,
     read_json,
     read_text,
@@ -60,10 +59,10 @@ def tail_of(path: str, lines: int) -> str:
     return "\n".join(data.splitlines()[-lines:]) + "\n"
 
 
-def secret_values(names: list[str], prefix: str) -> list[str]:
+def secret_values(names: list[str], directory: str) -> list[str]:
     """The values of the named secrets, from our processes' environment and this session's."""
     values = {os.environ[n] for n in names if os.environ.get(n)}
-    for pid in our_processes(prefix):
+    for pid in our_processes(directory):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 items = f.read().decode("utf-8", "replace").split("\0")
@@ -125,7 +124,7 @@ def gather(directory: str, request: dict[str, Any]) -> None:
         if os.path.isdir("/sys/class/infiniband")
         else "(no /sys/class/infiniband)\n"
     )
-    for value in secret_values(list(request.get("secrets", [])), node_prefix(directory)):
+    for value in secret_values(list(request.get("secrets", [])), directory):
         files = {name: text.replace(value, "<redacted>") for name, text in files.items()}
     emit(ok=True, files=files)
 

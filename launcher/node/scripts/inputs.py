@@ -10,12 +10,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
 # Variables vLLM (or torch, NCCL, Gloo, the HF hub) reads as configuration.
 ENV_PREFIXES = ("VLLM_", "NCCL_", "GLOO_", "HF_", "CUDA_", "TORCH_", "OMP_", "PYTORCH_")
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD")
+# Well-known token shapes: a copy of core/spec/secrets.py's (a test holds them equal).
+TOKEN_SHAPES = (
+    r"hf_[A-Za-z0-9]{30,}",
+    r"sk-(?:ant-|proj-)?[A-Za-z0-9_-]{20,}",
+    r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+    r"glpat-[A-Za-z0-9_-]{20,}",
+    r"nvapi-[A-Za-z0-9_-]{20,}",
+    r"(?:AKIA|ASIA)[0-9A-Z]{16}",
+    r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    r"eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*",
+)
+TOKEN = re.compile("|".join(f"(?:{shape})" for shape in TOKEN_SHAPES))
 # The model's files that decide its config and tokenizer (the weights are compared elsewhere).
 CONFIG_FILES = (
     "config.json",
@@ -40,11 +53,11 @@ def sha256_file(path: str) -> str:
 
 
 def engine_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The engine variables of `environ`, secret values replaced by a short hash."""
+    """The engine variables of `environ`, secret values (by name or by shape) replaced by a short hash."""
     out = {}
     for key, value in sorted(environ.items()):
         if key.startswith(ENV_PREFIXES):
-            secret = any(word in key for word in SECRET_WORDS)
+            secret = any(word in key.upper() for word in SECRET_WORDS) or bool(TOKEN.search(value))
             out[key] = "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:12] if secret else value
     return out
 
@@ -80,9 +93,10 @@ def venv_probe_key(tag: str, python: list[Any], build: str, argv: list[str], env
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
 
 
-def image_probe_key(tag: str, image_id: str, command: str, model: str | None) -> str:
+def image_probe_key(tag: str, image_id: str, command: str, env: Mapping[str, str], model: str | None) -> str:
     """Everything that decides a docker `resolve` answer, hashed: this probe, the image by id, the
-    probe's exact command line (argv, environment, container options), the model's config files."""
+    probe's exact command line (argv, container options), the environment it is given (the
+    container sees no other), the model's config files."""
     model_files = config_hashes(model) if model else {}
-    inputs = {"probe": tag, "image": image_id, "command": command, "model": model_files}
+    inputs = {"probe": tag, "image": image_id, "command": command, "env": dict(env), "model": model_files}
     return "image-" + hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()

@@ -1,53 +1,82 @@
-"""The cluster's lock: a directory beside the node directories (mkdir is atomic)."""
+"""The cluster's lock: a directory beside the node directories, naming its holder.
+
+Every change happens under an exclusive flock of `lock.mutex` beside it, so that taking,
+breaking and releasing are each one atomic step: a stale lock is broken only by naming the
+holder found stale (its token), and only while that holder still has it; two launchers
+that both find the same stale lock cannot both take it.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import shutil
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 from launcher.node.scripts.common import emit, read_json, run_directory, write_json  # inlined when sent
 
 
 def lock_dir(directory: str) -> str:
-    """The cluster's lock: a directory beside the node directories (mkdir is atomic)."""
+    """The cluster's lock: a directory beside the node directories."""
     return os.path.join(os.path.dirname(directory.rstrip("/")), "lock")
 
 
-def lock(directory: str, holder: str) -> None:
-    """Take the cluster's lock, or report who holds it."""
-    path = lock_dir(directory)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+@contextlib.contextmanager
+def mutex(path: str) -> Iterator[None]:
+    """Hold the exclusive flock that serializes every change of the lock."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    fd = os.open(path + ".mutex", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     try:
-        os.mkdir(path)
-    except FileExistsError:
-        return emit(ok=False, holder=read_json(os.path.join(path, "holder.json"), {}))
-    write_json(os.path.join(path, "holder.json"), json.loads(holder))
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def holder_of(path: str) -> dict[str, Any]:
+    """Who holds the lock ({} when its holder file is unreadable)."""
+    found = read_json(os.path.join(path, "holder.json"), {})
+    return found if isinstance(found, dict) else {}
+
+
+def take(directory: str, holder: dict[str, Any], stale: str | None) -> None:
+    """Take the lock; with `stale`, break it if (and only if) that token still holds it."""
+    path = lock_dir(directory)
+    with mutex(path):
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            current = holder_of(path)
+            if stale is None or current.get("token") != stale:
+                return emit(ok=False, holder=current)
+            write_json(os.path.join(path, "holder.json"), holder)
+            return emit(ok=True, broke=current)
+        write_json(os.path.join(path, "holder.json"), holder)
     return emit(ok=True)
 
 
-def unlock(directory: str, token: str) -> None:
+def release(directory: str, token: str) -> None:
     """Release the lock if `token` holds it ('*' forces it)."""
     path = lock_dir(directory)
-    holder = read_json(os.path.join(path, "holder.json"), {})
-    if token != "*" and holder.get("token") != token:
-        return emit(ok=False, holder=holder)
-    for name in ("holder.json", "holder.json.tmp"):
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(path, name))
-    with contextlib.suppress(OSError):
-        os.rmdir(path)
+    with mutex(path):
+        current = holder_of(path)
+        if token != "*" and current.get("token") != token:
+            return emit(ok=False, holder=current)
+        shutil.rmtree(path, ignore_errors=True)
     return emit(ok=True)
 
 
 def main(argv: list[str]) -> None:
-    """lock DIR take HOLDER_JSON | lock DIR release TOKEN"""
+    """lock DIR take HOLDER_JSON [STALE_TOKEN] | lock DIR release TOKEN"""
     directory = run_directory(argv)
     if argv[1] == "take":
-        lock(directory, argv[2])
+        take(directory, json.loads(argv[2]), argv[3] if len(argv) > 3 else None)
     else:
-        unlock(directory, argv[2])
+        release(directory, argv[2])
 
 
 if __name__ == "__main__":  # python3 - NAME DIR ARGS...

@@ -1,51 +1,37 @@
 """The manifest of a model directory on this node: every file's size and sha256.
 
-Hashes are cached beside the model (`.spark-launch-manifest.json` in it, or under
-~/.cache/spark-launch/manifests when the model directory is read-only), each keyed by the
-file's size, mtime, ctime, inode and device: a second run re-hashes nothing that did not
-change, and a same-size rewrite whose mtime was put back is still caught (every write
-moves ctime, and a replaced file has a new inode). Also reported: the safetensors indexes'
-shard names, the free space where the model is (or would be) and what cannot be written.
-After a copy, the files rsync proved are recorded as hashed without reading them (`adopt`).
+The directory is walked under the link policy of `tree.py` (a Hugging Face snapshot's links
+into its blobs are content, a link inside is kept as a link, anything else is refused and
+named, a device or FIFO is never opened). Hashes are cached in this user's own
+~/.cache/spark-launch/manifests (never in the model directory, which others may write),
+each keyed by the file's size, mtime, ctime, inode and device: a second run re-hashes
+nothing that did not change, and a same-size rewrite whose mtime was put back is still
+caught (every write moves ctime, and a replaced file has a new inode). Also reported: the
+safetensors indexes' shard names, the free space where the model is (or would be) and what
+cannot be written. After a copy, the files rsync proved are recorded as hashed without
+reading them (`adopt`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import socket
+import stat
 import sys
 import threading
 import time
 from typing import Any
 
-from launcher.node.scripts.common import emit, read_json  # inlined when sent
+from launcher.node.scripts.common import emit, replace_file  # inlined when sent
+from launcher.node.scripts.tree import MAX_ENTRIES, Tree, open_found, read_bounded  # inlined when sent
 
-CACHE_NAME = ".spark-launch-manifest.json"
-SKIP_TOP = (CACHE_NAME, ".cache")  # our cache; Hugging Face's download state (locks, metadata)
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 BLOCK = 8 << 20  # read size: big blocks keep hashing at disk speed
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # hashlib releases the GIL: files hash in parallel
-
-
-def model_files(root: str) -> dict[str, os.stat_result]:
-    """Every regular file under root (symlinks followed), by path relative to root."""
-    found = {}
-    for directory, dirs, files in os.walk(root, followlinks=True):
-        rel_dir = os.path.relpath(directory, root)
-        if rel_dir == ".":
-            dirs[:] = [d for d in dirs if d not in SKIP_TOP]
-        dirs.sort()
-        for name in sorted(files):
-            rel = name if rel_dir == "." else os.path.join(rel_dir, name)
-            if rel in SKIP_TOP:
-                continue
-            try:
-                st = os.stat(os.path.join(directory, name))
-            except OSError:
-                continue  # a dangling link, or gone meanwhile: not a file of the model
-            found[rel] = st
-    return found
+INDEX_LIMIT = 64 << 20  # a safetensors index is small: a larger one is not read
 
 
 def cache_key(st: os.stat_result) -> list[int]:
@@ -53,56 +39,88 @@ def cache_key(st: os.stat_result) -> list[int]:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-def cache_paths(root: str) -> list[str]:
-    """Where the cache may be: in the model directory, else in this user's cache directory."""
-    tag = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:16]
-    home = os.path.join(os.path.expanduser("~"), ".cache", "spark-launch", "manifests", tag + ".json")
-    return [os.path.join(root, CACHE_NAME), home]
+def cache_path(root: str) -> str | None:
+    """This user's cache file for the model directory, when only this user can write where it
+    lies (else None: no cache is read or written, everything is hashed)."""
+    home = os.path.expanduser("~")
+    folder = home
+    for part in (".cache", "spark-launch", "manifests"):
+        folder = os.path.join(folder, part)
+        if not private_dir(folder):
+            return None
+    tag = hashlib.sha256(directory_identity(root).encode()).hexdigest()[:16]
+    return os.path.join(folder, tag + ".json")
+
+
+def directory_identity(root: str) -> str:
+    """The model directory as this node knows it: its real path, its device and inode, the host.
+    Nodes sharing one home (NFS, or namespaces on one machine) keep caches apart that way."""
+    try:
+        st = os.stat(root)
+        where = f"{st.st_dev}:{st.st_ino}"
+    except OSError:
+        where = "?"
+    return "\0".join([os.path.realpath(root), where, socket.gethostname()])
+
+
+def private_dir(path: str) -> bool:
+    """Create path (mode 0700) if missing; True when it is a directory of this user that no one
+    else may write (not a link, not group- or world-writable)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    st = os.lstat(path)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def load_cache(root: str) -> dict[str, list[Any]]:
-    """Cached entries {file: key + [sha256]} from every cache place (the model's own first)."""
-    entries: dict[str, list[Any]] = {}
-    for path in reversed(cache_paths(root)):
-        data = read_json(path, {})
-        if isinstance(data, dict) and data.get("version") == CACHE_VERSION:
-            entries.update(data.get("files", {}))
-    return entries
+    """Cached entries {file: key + [sha256]}: only from this user's own cache file."""
+    path = cache_path(root)
+    try:
+        fd = os.open(path or "", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    with os.fdopen(fd) as f:
+        if os.fstat(f.fileno()).st_uid != os.geteuid():
+            return {}
+        try:
+            data = json.load(f)
+        except ValueError:
+            return {}
+    files = data.get("files") if isinstance(data, dict) and data.get("version") == CACHE_VERSION else None
+    return files if isinstance(files, dict) else {}
 
 
 def save_cache(root: str, entries: dict[str, list[Any]]) -> str | None:
-    """Write the cache where we can (atomically); the path written, or None."""
-    body = json.dumps({"version": CACHE_VERSION, "files": entries}, sort_keys=True)
-    for path in cache_paths(root):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "w") as f:
-                f.write(body)
-            os.replace(tmp, path)
-            return path
-        except OSError:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return None
+    """Write the cache atomically, through a temporary file no one can guess; its path, or None."""
+    path = cache_path(root)
+    if path is None:
+        return None
+    try:
+        replace_file(path, json.dumps({"version": CACHE_VERSION, "files": entries}, sort_keys=True))
+    except OSError:
+        return None
+    return path
 
 
-def sha256_of(path: str, progress: list[int], lock: threading.Lock) -> str:
-    """The file's sha256, read in big blocks; `progress[0]` counts the bytes hashed."""
+def sha256_of(tree: Tree, rel: str, progress: list[int], lock: threading.Lock) -> str:
+    """The sha256 of the file the walk found at rel, read in big blocks, never more than its
+    size then; `progress[0]` counts the bytes hashed."""
     digest = hashlib.sha256()
-    buffer = bytearray(BLOCK)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            n = f.readinto(buffer)
-            if not n:
-                return digest.hexdigest()
-            digest.update(view[:n])
-            with lock:
-                progress[0] += n
+
+    def block(view: memoryview) -> None:
+        digest.update(view)
+        with lock:
+            progress[0] += len(view)
+
+    read_bounded(open_found(tree, rel), tree.files[rel].st_size, bytearray(BLOCK), block)
+    return digest.hexdigest()
 
 
-def hash_files(root: str, todo: list[str], total: int) -> tuple[dict[str, str], list[str]]:
+def hash_files(tree: Tree, todo: list[str], total: int) -> tuple[dict[str, str], list[str]]:
     """Hash `todo` in parallel, reporting progress each second; (hashes, unreadable files)."""
     from concurrent.futures import ThreadPoolExecutor  # only when something is hashed: not for `check`
 
@@ -112,7 +130,7 @@ def hash_files(root: str, todo: list[str], total: int) -> tuple[dict[str, str], 
 
     def one(rel: str) -> None:
         try:
-            hashes[rel] = sha256_of(os.path.join(root, rel), progress, lock)
+            hashes[rel] = sha256_of(tree, rel, progress, lock)
         except OSError:
             unreadable.append(rel)
 
@@ -125,8 +143,10 @@ def hash_files(root: str, todo: list[str], total: int) -> tuple[dict[str, str], 
 
 
 def manifest(root: str) -> dict[str, Any]:
-    """Every file's size and sha256 (cached ones reused), the indexes, what could not be read."""
-    files = model_files(root)
+    """Every file's size and sha256 (cached ones reused), the links kept as links, what is
+    refused and why, the indexes, what could not be read."""
+    tree = Tree(root).walk()
+    files = tree.files
     cached = load_cache(root)
     sha: dict[str, str] = {}
     todo = []
@@ -138,12 +158,12 @@ def manifest(root: str) -> dict[str, Any]:
             todo.append(rel)
     todo.sort(key=lambda r: -files[r].st_size)  # big files first: the pool ends together
     hashed_bytes = sum(files[r].st_size for r in todo)
-    fresh, unreadable = hash_files(root, todo, hashed_bytes) if todo else ({}, [])
+    fresh, unreadable = hash_files(tree, todo, hashed_bytes) if todo else ({}, [])
     sha.update(fresh)
     entries = {}
     for rel, digest in sha.items():
         try:
-            now = cache_key(os.stat(os.path.join(root, rel)))
+            now = cache_key(os.stat(os.path.join(root, rel), follow_symlinks=tree.through.get(rel, False)))
         except OSError:
             continue
         if now == cache_key(files[rel]):  # a file written while it was hashed is not cached
@@ -152,8 +172,11 @@ def manifest(root: str) -> dict[str, Any]:
     return {
         "files": {rel: [files[rel].st_size, sha[rel]] for rel in sorted(sha)},
         "mtimes": {rel: int(files[rel].st_mtime) for rel in sorted(sha)},
-        "indexes": indexes(root, files),
-        "unreadable": unreadable,
+        "links": dict(sorted(tree.links.items())),
+        "refused": dict(sorted(tree.refused.items())),
+        "snapshot": bool(tree.through),
+        "indexes": indexes(tree),
+        "unreadable": sorted(unreadable + tree.unlisted),
         "hashed_bytes": hashed_bytes,
         "cache": cache,
     }
@@ -162,16 +185,16 @@ def manifest(root: str) -> dict[str, Any]:
 def adopt(root: str, proven: dict[str, list[Any]]) -> int:
     """Record, as hashed, files a copy has just written and proven ({file: [size, mtime, sha256]}):
     rsync checked each against a whole-file checksum of the source's bytes, whose sha256 the
-    source's manifest holds. Only a file found at that size and mtime (rsync sets the mtime
-    last) is recorded, under its cache key now: any later write moves that key and is hashed
-    anew. The number of files recorded."""
+    source's manifest holds. Only a regular file found at that size and mtime (rsync sets the
+    mtime last) is recorded, under its cache key now: any later write moves that key and is
+    hashed anew. Links are not followed. The number of files recorded."""
     entries, recorded = load_cache(root), 0
     for rel, (size, mtime, digest) in proven.items():
         try:
-            st = os.stat(os.path.join(root, rel))
+            st = os.lstat(os.path.join(root, rel))
         except OSError:
             continue
-        if st.st_size == size and int(st.st_mtime) == mtime:
+        if stat.S_ISREG(st.st_mode) and st.st_size == size and int(st.st_mtime) == mtime:
             entries[rel] = [*cache_key(st), digest]
             recorded += 1
     if recorded:
@@ -179,12 +202,17 @@ def adopt(root: str, proven: dict[str, list[Any]]) -> int:
     return recorded
 
 
-def indexes(root: str, files: dict[str, os.stat_result]) -> dict[str, Any]:
+def indexes(tree: Tree) -> dict[str, Any]:
     """The shard names each top-level *.index.json lists in its weight_map (None: unreadable)."""
     found: dict[str, Any] = {}
-    for rel in files:
+    for rel, st in tree.files.items():
         if "/" not in rel and rel.endswith(".index.json"):
-            data = read_json(os.path.join(root, rel))
+            data = None
+            if st.st_size <= INDEX_LIMIT:
+                chunks: list[bytes] = []
+                with contextlib.suppress(OSError):
+                    read_bounded(open_found(tree, rel), st.st_size, bytearray(1 << 20), chunks.append)
+                    data = json.loads(b"".join(chunks)) if chunks else None
             weight_map = data.get("weight_map") if isinstance(data, dict) else None
             found[rel] = sorted(set(weight_map.values())) if isinstance(weight_map, dict) else None
     return found
@@ -197,19 +225,22 @@ def room(root: str) -> dict[str, Any]:
         at = os.path.dirname(at)
     vfs = os.statvfs(at)
     unwritable: list[str] = []
-    if at == root:
-        for directory, dirs, names in os.walk(root):
-            rel_dir = os.path.relpath(directory, root)
-            for name in dirs + names:
-                rel = name if rel_dir == "." else os.path.join(rel_dir, name)
-                if not os.access(os.path.join(directory, name), os.W_OK) and len(unwritable) < 100:
-                    unwritable.append(rel)
+    seen = 0
+    for directory, dirs, names in os.walk(root) if at == root else ():  # links are not walked
+        rel_dir = os.path.relpath(directory, root)
+        for name in dirs + names:
+            rel = name if rel_dir == "." else os.path.join(rel_dir, name)
+            if not os.access(os.path.join(directory, name), os.W_OK, follow_symlinks=False):
+                unwritable.append(rel)
+        seen += len(dirs) + len(names)
+        if len(unwritable) >= 100 or seen > MAX_ENTRIES:
+            break
     return {
         "free": vfs.f_bavail * vfs.f_frsize,
         "block": vfs.f_frsize or 4096,
         "at": at,
         "writable": os.access(at, os.W_OK),
-        "unwritable": unwritable,
+        "unwritable": unwritable[:100],
     }
 
 

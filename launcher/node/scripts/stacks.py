@@ -21,7 +21,6 @@ from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     emit,
-    node_prefix,
     our_processes,
     read_json,
     read_text,
@@ -75,7 +74,7 @@ def python_processes(directory: str, state: dict[str, Any] | None) -> list[int]:
             if p.isdigit() and state["container_id"] in (read_text(f"/proc/{p}/cgroup") or "")
         ]
     else:
-        pids = list(our_processes(node_prefix(directory)))
+        pids = list(our_processes(directory))
     found = []
     for pid in sorted(pids):
         try:

@@ -20,6 +20,7 @@ from launcher.node.scripts.common import (  # inlined when sent
     emit,
     node_prefix,
     our_processes,
+    proc_stat,
     read_json,
     run_directory,
     state_path,
@@ -41,7 +42,7 @@ def start(directory: str) -> None:
     if job.get("container"):
         return start_container(directory, job)
     prefix = node_prefix(directory)
-    if our_processes(prefix):
+    if our_processes(directory):
         return emit(ok=False, error="already running", state=read_json(state_path(directory)))
     os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
     run_id = job["run_id"]
@@ -61,12 +62,15 @@ def start(directory: str) -> None:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    leader = proc_stat(proc.pid)  # the run's session: its leader's pid, told apart by its start
     state = {
         "cluster": job["cluster"],
         "node": job["node"],
         "run_id": run_id,
         "pid": proc.pid,
         "pgid": proc.pid,
+        "sid": proc.pid,
+        "leader_start": leader[3] if leader else None,
         "started_at": time.time(),
         "digest": job["digest"],
         "log": log,

@@ -12,7 +12,6 @@ from launcher.node.scripts.common import (  # inlined when sent
     container_processes,
     container_state,
     emit,
-    node_prefix,
     our_processes,
     read_json,
     read_text,
@@ -44,7 +43,7 @@ def status(directory: str, offset: int | None = None) -> None:
     state = read_json(state_path(directory))
     if state and state.get("container"):
         return emit(**container_status(state, offset))
-    procs = our_processes(node_prefix(directory))
+    procs = our_processes(directory)
     result: dict[str, Any] = {"ok": True, "state": state, "alive": bool(procs), "processes": len(procs)}
     if state:
         code = (read_text(state.get("exit_file")) or "").strip()

@@ -1,7 +1,10 @@
 """Stop every process of ours on this node: SIGTERM, SIGKILL after a grace period, verify.
 
-Only process groups carrying our marker are signalled, so a process that is not ours is
-never touched, and our workers are still found after their leader died.
+Only our processes are signalled (the run's session, and whatever carries our marker:
+`common.our_processes`), so a process that is not ours is never touched, and our workers
+are still found after their leader died, after they dropped the marker from their
+environment (vLLM's do) or left the process group. The answer says how many are left: none,
+or the stop failed.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from launcher.node.scripts.common import (  # inlined when sent
     container_state,
     docker,
     emit,
-    node_prefix,
     our_processes,
+    owner_of,
     read_json,
     run_directory,
     save_container_log,
@@ -38,13 +41,13 @@ def signal_all(procs: dict[int, int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def wait_gone(prefix: str, seconds: float) -> dict[int, int]:
+def wait_gone(directory: str, seconds: float) -> dict[int, int]:
     """Wait until none of ours is left, or `seconds` pass; what is left."""
     deadline = time.time() + seconds
-    left = our_processes(prefix)
+    left = our_processes(directory)
     while left and time.time() < deadline:
         time.sleep(0.2)
-        left = our_processes(prefix)
+        left = our_processes(directory)
     return left
 
 
@@ -53,13 +56,12 @@ def stop(directory: str, grace: float, containers: bool = False) -> None:
     state = read_json(state_path(directory))
     if containers or (state and state.get("container")):
         return stop_containers(directory, state, grace)
-    prefix = node_prefix(directory)
-    procs = our_processes(prefix)
+    procs = our_processes(directory)
     signal_all(procs, signal.SIGTERM)
     signal_all(procs, signal.SIGCONT)  # a frozen (stopped) process acts on SIGTERM only once continued
-    left = wait_gone(prefix, grace)
+    left = wait_gone(directory, grace)
     signal_all(left, signal.SIGKILL)
-    remaining = wait_gone(prefix, 5)
+    remaining = wait_gone(directory, 5)
     if state and procs:
         state["stopped_at"] = time.time()
         write_json(state_path(directory), state)
@@ -86,7 +88,7 @@ def labelled(cluster: str) -> dict[str, bool]:
 
 def stop_containers(directory: str, state: dict[str, Any] | None, grace: float) -> None:
     """docker stop (SIGTERM, then SIGKILL after `grace`) and remove every container with our label."""
-    cluster = node_prefix(directory).split("/")[0]
+    cluster = owner_of(directory)
     try:
         found = labelled(cluster)
     except OSError as exc:

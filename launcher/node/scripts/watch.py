@@ -23,7 +23,6 @@ from typing import Any
 from launcher.node.scripts.common import (  # inlined when sent
     container_state,
     emit,
-    node_prefix,
     our_processes,
     read_json,
     read_text,
@@ -73,7 +72,7 @@ class ContainerExit:
 
 
 def exit_code(
-    state: dict[str, Any], prefix: str, last_scan: list[float], container: ContainerExit | None
+    state: dict[str, Any], directory: str, last_scan: list[float], container: ContainerExit | None
 ) -> tuple[bool, int | None]:
     """(exited, code) of this node's rank."""
     if container is not None:
@@ -84,7 +83,7 @@ def exit_code(
     now = time.monotonic()
     if now - last_scan[0] >= HEARTBEAT:  # a group killed whole writes no exit file
         last_scan[0] = now
-        return (not our_processes(prefix), None)
+        return (not our_processes(directory), None)
     return False, None
 
 
@@ -106,11 +105,11 @@ def watch(directory: str, offset: int, seconds: float) -> None:
         return emit(alive=False, exit_code=None, error=f"nothing was started in {directory}")
     follower = follow_container_log(state) if state.get("container") else None
     container = ContainerExit(state["container"]) if state.get("container") else None
-    prefix, last_scan = node_prefix(directory), [time.monotonic()]
+    last_scan = [time.monotonic()]
     deadline, last_sent = time.monotonic() + seconds, 0.0
     try:
         while time.monotonic() < deadline:
-            exited, code = exit_code(state, prefix, last_scan, container)
+            exited, code = exit_code(state, directory, last_scan, container)
             if exited:
                 time.sleep(TICK)  # the last lines a dying rank writes
             text, offset = read_new(state["log"], offset)

@@ -1,0 +1,93 @@
+"""What the commands print for several deployments (one deployment prints as it always did)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from launcher.cli.common import echo
+from launcher.errors import ExitStatus, SparkLaunchError
+
+if TYPE_CHECKING:
+    from launcher.commands.fleet import Deployments, FleetUp
+    from launcher.core.serving.state import DownResult
+
+
+def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
+    """Print what `up` did (one deployment: as it always did); raise the first failure."""
+    if not multi and not result.endpoint:
+        for failure in result.failed.values():
+            raise failure
+        (one,) = result.results.values()
+        echo(json.dumps(one.__dict__, indent=2) if as_json else one.message)
+        return ExitStatus.OK
+    if as_json:
+        doc = {n: r.__dict__ for n, r in result.results.items()}
+        failed = {n: e.render() for n, e in result.failed.items()}
+        echo(json.dumps({"deployments": doc, "failed": failed, "endpoint": result.endpoint}, indent=2))
+    else:
+        for name, one in result.results.items():
+            echo(f"{name}: {one.message}")
+        if result.endpoint:
+            echo(f"endpoint: {result.endpoint} (every model by its name)")
+    for name, failure in result.failed.items():
+        raise SparkLaunchError(f"deployment {name}: {failure.message}", failure.hint) from failure
+    return ExitStatus.OK
+
+
+def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatus:
+    """`up --dry-run`: what `up` sends to each node of each chosen deployment."""
+    from launcher.core.remote import dry_run_calls
+    from launcher.core.views import dry_run_json, dry_run_text, endpoint_dict, endpoint_text
+    from launcher.load import plan_fleet
+
+    fleet = plan_fleet(spec)
+    chosen = fleet.select(deployment)
+    endpoint = fleet.endpoint if deployment is None else None
+    if as_json:
+        docs = [json.loads(dry_run_json(d.plan, dry_run_calls(d.spec, d.plan))) for d in chosen]
+        if not fleet.multi and endpoint is None:
+            echo(json.dumps(docs[0], indent=2))
+        else:
+            named = [{"deployment": d.name, **doc} for d, doc in zip(chosen, docs, strict=True)]
+            end = {"endpoint": endpoint_dict(endpoint)} if endpoint else {}
+            echo(json.dumps({"cluster": fleet.name, "deployments": named, **end}, indent=2))
+        return ExitStatus.OK
+    for d in chosen:
+        echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan)))
+    if endpoint is not None:
+        echo("\n" + endpoint_text(endpoint))
+    return ExitStatus.OK
+
+
+def down_said(chosen: Deployments, results: dict[str, DownResult], as_json: bool) -> ExitStatus:
+    """What `down` left (JSON on request); exit 4 naming each node not reached, 1 when a process
+    survived SIGKILL."""
+    from launcher.core.reports import down_json
+
+    if as_json:
+        docs = {n: json.loads(down_json(chosen.clusters[n].spec.name, r)) for n, r in results.items()}
+        echo(json.dumps(next(iter(docs.values())) if not chosen.fleet.multi else docs, indent=2))
+    if any(r.unreachable for r in results.values()):
+        if as_json:
+            return ExitStatus.UNREACHABLE
+        for name, result in results.items():
+            if result.unreachable:
+                chosen.clusters[name].require_all("stopped on the others, not there")
+    if not all(r.clean for r in results.values()):
+        if as_json:
+            return ExitStatus.FAILURE
+        raise SparkLaunchError("some processes survived SIGKILL", "look at them with ps on the node")
+    return ExitStatus.OK
+
+
+def all_serve(found: dict[str, object]) -> bool:
+    """Every deployment runs its plan and serves, and so does the endpoint (when there is one)."""
+    deployments = found["deployments"]
+    assert isinstance(deployments, list)
+    serve = all(
+        d["state"] == "running" and (d["serving"] or {}).get("state", "serving") == "serving"
+        for d in deployments
+    )
+    endpoint = found.get("endpoint")
+    return serve and (not isinstance(endpoint, dict) or bool(endpoint["serving"]))

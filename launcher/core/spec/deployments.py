@@ -1,0 +1,165 @@
+"""A spec file's deployments: each one a Spec of its own, planned like a one-model spec. Pure.
+
+A file with `model:` (and `serve:`) is one deployment, named after the cluster, on every
+node: the Spec is the file's own values, so such a file plans exactly as it always did.
+A file with `deployments:` is several, each on a subset of the nodes; each deployment's
+Spec carries the shared sections (vllm, env, secrets, ssh_config), its own nodes in its
+order, its model and its serve, and the name `<cluster>/<deployment>`: its processes, run
+directories, logs, state and lock are its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from launcher.core.spec.checks import CLUSTER_NAME, check_common, check_model
+from launcher.core.spec.schema import suggest
+from launcher.core.spec.sections import (
+    DeploymentSection,
+    EndpointSection,
+    ModelSection,
+    Node,
+    Spec,
+    SpecFile,
+)
+from launcher.errors import Problem
+
+Path = tuple[str | int, ...]
+ENDPOINT = "endpoint"  # the endpoint's run directory beside the deployments': no deployment's name
+ROUTER_BIN = re.compile(r"/[^\s=:]*\Z")
+MODEL_REQUIRED = Problem(("model",), "is required", "or list the models under deployments:")
+
+
+def deployment_specs(file: SpecFile) -> tuple[Spec, ...]:
+    """One Spec per deployment, in the file's order (nodes it does not know are left out)."""
+    if not file.deployments:
+        if file.model is None:
+            return ()
+        return (_spec(file, file.name, file.nodes, file.model, file.serve),)
+    by_name = {n.name: n for n in file.nodes}
+    return tuple(
+        _spec(
+            file,
+            f"{file.name}/{d.name}",
+            tuple(by_name[n] for n in dict.fromkeys(d.nodes) if n in by_name),
+            d.model,
+            d.serve,
+        )
+        for d in file.deployments
+    )
+
+
+def _spec(
+    file: SpecFile, name: str, nodes: tuple[Node, ...], model: ModelSection, serve: dict[str, Any]
+) -> Spec:
+    return Spec(name, file.vllm, nodes, model, serve, file.env, file.secrets, file.ssh_config)
+
+
+def deployment_names(file: SpecFile) -> tuple[str, ...]:
+    """Each deployment's name, as `--deployment` takes it (the cluster's name for one deployment)."""
+    return tuple(d.name for d in file.deployments) or (file.name,)
+
+
+def relocate(file: SpecFile, index: int, problem: Problem) -> Problem:
+    """A problem of deployment `index`'s Spec, located where the file writes it."""
+    if not file.deployments:
+        return problem
+    path = problem.path
+    if path[:1] in (("serve",), ("model",)):
+        path = ("deployments", index, *path)
+    elif path[:1] == ("nodes",) and len(path) > 1 and isinstance(path[1], int):
+        mine = [n for n in dict.fromkeys(file.deployments[index].nodes) if n in _names(file)]
+        if path[1] < len(mine):
+            path = ("nodes", _names(file).index(mine[path[1]]), *path[2:])
+    return Problem(path, problem.message, problem.hint)
+
+
+def _names(file: SpecFile) -> list[str]:
+    return [n.name for n in file.nodes]
+
+
+def check_file(file: SpecFile) -> list[Problem]:
+    """Problems of the file's shape, its deployments and its endpoint, then of each deployment."""
+    problems = check_common(file) + _check_shape(file)
+    for i, deployment in enumerate(file.deployments):
+        problems += _check_deployment(file, i, deployment)
+    problems += _check_served_names(file)
+    if file.endpoint is not None:
+        problems += _check_endpoint(file.endpoint)
+    for i, spec in enumerate(deployment_specs(file)):
+        problems += [relocate(file, i, p) for p in check_model(spec.model, spec.vllm)]
+    return problems
+
+
+def _check_shape(file: SpecFile) -> list[Problem]:
+    if not file.deployments:
+        if file.model is None:
+            return [MODEL_REQUIRED]
+        return []
+    hint = "with deployments:, each deployment has its own model and serve"
+    return [
+        Problem((key,), f"a top-level {key} cannot go with deployments:", hint)
+        for key in ("model", "serve")
+        if getattr(file, key)
+    ]
+
+
+def _check_deployment(file: SpecFile, i: int, deployment: DeploymentSection) -> list[Problem]:
+    where: Path = ("deployments", i)
+    problems = []
+    if not CLUSTER_NAME.match(deployment.name) or deployment.name == ENDPOINT:
+        problems.append(
+            Problem(
+                (*where, "name"),
+                f"{deployment.name!r} is not a usable deployment name",
+                "use lower-case letters, digits, '.', '-' or '_' (it names files); 'endpoint' is taken",
+            )
+        )
+    if [d.name for d in file.deployments].count(deployment.name) > 1:
+        problems.append(Problem((*where, "name"), f"{deployment.name!r} names more than one deployment"))
+    if not deployment.nodes:
+        problems.append(Problem((*where, "nodes"), "needs at least one node", "list node names from nodes:"))
+    known = _names(file)
+    for j, node in enumerate(deployment.nodes):
+        if node not in known:
+            hint = suggest(node, known) or f"the nodes are {', '.join(known)}"
+            problems.append(Problem((*where, "nodes", j), f"{node!r} is not one of the nodes", hint))
+        elif deployment.nodes.index(node) != j:
+            problems.append(Problem((*where, "nodes", j), f"{node!r} is listed twice"))
+    return problems
+
+
+def served_name(spec: Spec) -> str:
+    """The name clients ask for: the served name, else the model path (as vLLM serves it)."""
+    return spec.model.served_name or spec.model.path
+
+
+def _check_served_names(file: SpecFile) -> list[Problem]:
+    names = [served_name(s) for s in deployment_specs(file)]
+    counts = Counter(names)
+    return [
+        Problem(
+            ("deployments", i, "model", "served_name"),
+            f"{name!r} is served by more than one deployment: the endpoint could not tell them apart",
+            "give each deployment its own model.served_name",
+        )
+        for i, name in enumerate(names)
+        if counts[name] > 1 and file.deployments
+    ]
+
+
+def _check_endpoint(endpoint: EndpointSection) -> list[Problem]:
+    problems = []
+    if not 0 < endpoint.port < 65536:
+        problems.append(Problem(("endpoint", "port"), f"must be a port number, got {endpoint.port}"))
+    if not ROUTER_BIN.match(endpoint.venv):
+        problems.append(
+            Problem(
+                ("endpoint", "venv"),
+                f"{endpoint.venv!r} is not an absolute path without spaces, '=' or ':'",
+                "the venv that scripts/router-venv.sh built on the head node",
+            )
+        )
+    return problems

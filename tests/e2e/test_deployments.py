@@ -1,0 +1,107 @@
+"""Two deployments on the test bed behind one endpoint, shared by every test of the module:
+a real TP-2 Qwen3-Next pair across both nodes and a real one-node dense Llama on node2, both
+answering through the endpoint (LiteLLM's proxy on node1); `down --deployment big` leaves the
+small one serving (its processes untouched); `down` leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.conftest import cli, marked_processes
+
+pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
+
+SPEC = ROOT / "configs" / "demo-multi.yaml"
+ENDPOINT = "http://10.99.0.1:9000/v1"
+BIG, SMALL = "tiny-qwen3-next", "tiny-llama"
+
+
+def ask(url: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    """One request to the bed (its addresses are this machine's namespaces); status and JSON."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+@pytest.fixture(scope="module")
+def served(testbed: Path) -> Iterator[dict[str, Any]]:
+    """`spark-launch up` of both deployments and the endpoint, for the whole module."""
+    cli("down", SPEC, "--grace", "5")
+    began = time.monotonic()
+    done = cli("up", SPEC, "--json", timeout=1200)
+    seconds = time.monotonic() - began
+    assert done.returncode == 0, done.stderr
+    print(f"\nup of both deployments and the endpoint: {seconds:.1f} s")
+    yield {"up": json.loads(done.stdout), "seconds": seconds}
+    cli("down", SPEC, "--grace", "5")
+    assert marked_processes("demo-multi") == []
+
+
+def test_both_deployments_answer_through_the_endpoint(served: dict[str, Any]) -> None:
+    assert set(served["up"]["deployments"]) == {"big", "small"} and served["up"]["endpoint"] == ENDPOINT
+    status, models = ask(f"{ENDPOINT}/models")
+    assert status == 200 and {m["id"] for m in models["data"]} == {BIG, SMALL}
+    status, big = ask(f"{ENDPOINT}/completions", {"model": BIG, "prompt": "w5 w6 w7", "max_tokens": 2})
+    assert status == 200 and big["model"] == BIG and big["choices"][0]["text"]
+    chat = {"model": SMALL, "messages": [{"role": "user", "content": "w5 w6"}], "max_tokens": 2}
+    status, small = ask(f"{ENDPOINT}/chat/completions", chat)
+    assert status == 200 and small["model"] == SMALL and small["choices"][0]["message"]["content"]
+
+
+def test_a_model_no_deployment_serves_is_an_openai_error(served: dict[str, Any]) -> None:
+    status, answer = ask(f"{ENDPOINT}/completions", {"model": "nope", "prompt": "w5", "max_tokens": 1})
+    assert status == 400 and "nope" in answer["error"]["message"]
+
+
+def test_status_json_names_each_deployment(served: dict[str, Any]) -> None:
+    done = cli("status", SPEC, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    by_name = {d["deployment"]: d for d in found["deployments"]}
+    assert [n["name"] for n in by_name["big"]["nodes"]] == ["node1", "node2"]
+    assert [n["name"] for n in by_name["small"]["nodes"]] == ["node2"]
+    assert all(d["state"] == "running" and d["serving"]["state"] == "serving" for d in by_name.values())
+    assert found["endpoint"]["serving"] and set(found["endpoint"]["models"]) == {BIG, SMALL}
+
+
+def test_verify_proves_each_deployment_and_logs_name_it(served: dict[str, Any]) -> None:
+    done = cli("verify", SPEC, "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    assert set(found) == {"big", "small"} and all(v["ok"] for v in found.values())
+    lines = cli("logs", SPEC, "-n", "2").stdout.splitlines()
+    assert {line.split(" | ")[0].strip() for line in lines} == {"big/node1", "big/node2", "small/node2"}
+    endpoint = cli("logs", SPEC, "--endpoint", "-n", "3").stdout.splitlines()
+    assert len(endpoint) == 3 and all(line.startswith("endpoint/node1 | ") for line in endpoint)
+
+
+def test_down_of_one_deployment_leaves_the_other_serving(served: dict[str, Any]) -> None:
+    small = sorted(marked_processes("demo-multi/small"))
+    assert small and marked_processes("demo-multi/big")
+    done = cli("down", SPEC, "--deployment", "big", "--grace", "5")
+    assert done.returncode == 0, done.stderr
+    assert marked_processes("demo-multi/big") == []
+    assert sorted(marked_processes("demo-multi/small")) == small  # untouched, not restarted
+    status, answer = ask(f"{ENDPOINT}/completions", {"model": SMALL, "prompt": "w5 w6", "max_tokens": 1})
+    assert status == 200 and answer["model"] == SMALL
+    status, answer = ask(f"{ENDPOINT}/completions", {"model": BIG, "prompt": "w5 w6", "max_tokens": 1})
+    assert status >= 400 and answer["error"]["message"]
+
+
+def test_down_leaves_nothing(served: dict[str, Any]) -> None:
+    done = cli("down", SPEC, "--grace", "5")
+    assert done.returncode == 0, done.stderr
+    assert marked_processes("demo-multi") == []
