@@ -27,6 +27,9 @@ from launcher.core.spec.container import container_options
 from launcher.core.spec.sections import Spec
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
+# The scripts take the standard library only: without `site` (-S) no package installed on the
+# node (nor its .pth start-up hooks) can slow them down or change what they do.
+SCRIPT_PYTHON = f"{PYTHON} -S"
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
 
 
@@ -42,13 +45,13 @@ class Call:
 
 
 def script(name: str, directory: str, *args: str, timeout: float = 60.0, about: str = "") -> Call:
-    """Run node script `name` with `python3 -` on the node's run directory and `args`.
+    """Run node script `name` with `python3 -S -` on the node's run directory and `args`.
 
     The script's name is the first argument, so `ps` on the node (and the dry run) says
     which one runs.
     """
     words = [name, directory, *args]
-    return Call(f"{PYTHON} - {shlex.join(words)}", script=name, timeout=timeout, about=about)
+    return Call(f"{SCRIPT_PYTHON} - {shlex.join(words)}", script=name, timeout=timeout, about=about)
 
 
 def node_job(
@@ -351,7 +354,7 @@ def transfer_calls(
         return handover, script("transfer", directory, "send", job_path, timeout=0, about=about)
     program = f"{directory}/{SYNC_DIR}/transfer.py"  # kept there by install_transfer_call
     run = Call(
-        shlex.join([PYTHON, program, "transfer", directory, "send", job_path]),
+        shlex.join([PYTHON, "-S", program, "transfer", directory, "send", job_path]),
         timeout=0,
         about="rsync to the target through this machine, progress as JSON lines",
     )

@@ -88,7 +88,7 @@ def send(directory: str, job: dict[str, Any]) -> None:
         server.bind(sock_path)
         server.listen(1)
         script = os.path.abspath(sys.argv[0])
-        argv.insert(1, f"--rsh=python3 {script} transfer {directory} rsh {sock_path}")
+        argv.insert(1, f"--rsh=python3 -S {script} transfer {directory} rsh {sock_path}")
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
