@@ -15,6 +15,7 @@ from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
 from launcher.commands.down import down
 from launcher.commands.endpoint import Endpoint, endpoint_status, router_check, start_endpoint, stop_endpoint
+from launcher.commands.lockfile import refuse_drift
 from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.commands.stopping import stop_reachable
@@ -137,6 +138,10 @@ def _check_together(
     reports = {
         n: run_check(deployments.clusters[n], probe=options.probe, fresh=options.fresh) for n in starting
     }
+    if options.locked is not None:  # the lock names what moved, before the check's verdict
+        for name in starting:
+            if not reports[name].unreachable:
+                refuse_drift(deployments.clusters[name], options.locked, reports[name].facts)
     merged = with_endpoint(merge_reports(reports), deployments)
     if not merged.ok:
         raise NodesDisagree(merged)
