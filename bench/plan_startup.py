@@ -5,9 +5,11 @@ each command), so a change of load on the machine hits them all alike. Bytecode 
 first (an installed package has it; with PYTHONDONTWRITEBYTECODE set, every run would
 compile the launcher again), and the first round is not counted. Prints the median and the
 best of N runs and the ratio to the bare start (target: `plan` within 3 times it). Also the
-floor under any `plan`: the same interpreter importing only the libraries it needs.
+floor under any `plan`: the same interpreter importing only the libraries it needs. With
+`--against DIR` (another checkout, e.g. main's), each command also runs from DIR's code in the
+same rounds: before and after, side by side.
 
-    python bench/plan_startup.py [--runs 20]
+    python bench/plan_startup.py [--runs 20] [--against DIR]
 """
 
 from __future__ import annotations
@@ -32,23 +34,35 @@ CASES = {
 }
 
 
-def once(argv: list[str], env: dict[str, str]) -> float:
-    """Wall-clock seconds of one fresh process running argv."""
+def once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall-clock seconds of one fresh process running argv (`-m launcher` imports cwd's code)."""
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT, env=env)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=cwd, env=env)
     return time.perf_counter() - start
+
+
+def cases(against: Path | None) -> dict[str, tuple[list[str], Path]]:
+    """Every case, its argv and the checkout it runs from; each command twice with `against`."""
+    out = {name: (argv, ROOT) for name, argv in CASES.items()}
+    if against is not None:
+        for name, argv in CASES.items():
+            if argv[:3] == LAUNCHER:
+                out[f"{name} [{against.name}]"] = (argv, against)
+    return out
 
 
 def main() -> None:
     """Run the benchmark and print one line per case."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--against", type=Path, help="another checkout whose commands run alongside")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    times: dict[str, list[float]] = {name: [] for name in CASES}
+    every = cases(args.against)
+    times: dict[str, list[float]] = {name: [] for name in every}
     for round_ in range(args.runs + 1):
-        for name, argv in CASES.items():
-            seconds = once(argv, env)
+        for name, (argv, cwd) in every.items():
+            seconds = once(argv, env, cwd)
             if round_:  # the first round writes bytecode and warms the page cache
                 times[name].append(seconds)
     bare = statistics.median(times["python -c pass"])
@@ -56,7 +70,7 @@ def main() -> None:
     for name, runs in times.items():
         median, best = statistics.median(runs), min(runs)
         print(
-            f"{name:<24} median {median * 1000:6.1f} ms   best {best * 1000:6.1f} ms   "
+            f"{name:<32} median {median * 1000:6.1f} ms   best {best * 1000:6.1f} ms   "
             f"{median / bare:4.2f}x python -c pass   ({args.runs} runs, alternating)"
         )
 
