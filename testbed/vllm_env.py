@@ -20,10 +20,16 @@ PY_SPY_MARKER = ".testbed-py-spy"  # in the venv: the bed added py-spy, and whic
 
 
 def expected_venv(version: str = VLLM_VERSION) -> Path:
-    """Where scripts/vllm-venv.sh puts the venv: its cache key mirrored here."""
-    cache = Path(os.environ.get("SPARK_LAUNCH_CACHE", Path.home() / ".cache/spark-launch"))
-    key = hashlib.sha256(SCRIPT.read_bytes()).hexdigest()[:12]
-    return cache / "venvs" / f"vllm-{version}-{key}"
+    """Where scripts/vllm-venv.sh puts the venv (its cache key is the script's to compute)."""
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--where", version], stdout=subprocess.PIPE, text=True, check=False
+    )
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise TestbedError(
+            f"scripts/vllm-venv.sh found no Python to build the vLLM {version} venv with",
+            "run `make system-deps` (it installs python3 and its venv module)",
+        )
+    return Path(proc.stdout.strip())
 
 
 def wait_for_other_build(venv: Path, timeout: float) -> None:

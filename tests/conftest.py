@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings
 
 from launcher.core.plan import Plan, build_plan
 from launcher.core.spec.schema import build
@@ -21,10 +22,16 @@ from launcher.errors import Problem
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
 from launcher.node.executor import LocalExecutor
+from tests import leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
 # Test data holds sysfs-shaped trees whose links loop back (as /sys does): nothing to collect there.
 collect_ignore = ["data"]
+
+# No clock in the fast tier: Hypothesis's default deadline (200 ms an example) fails a test on
+# a busy or slow machine, not because of what it tests. Speed is measured in bench/.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -102,16 +109,53 @@ def plan_of(data: dict[str, Any], kind: str | None = "hybrid") -> Plan:
     return build_plan(spec, kind_facts(kind, "test"), catalog_for(spec))
 
 
+# Every local cluster made, as (name, run root): what each one leaves running fails its test.
+LOCAL_CLUSTERS: list[tuple[str, Path]] = []
+
+
 def local_cluster(data: dict[str, Any], home: Path, executor: LocalExecutor | None = None) -> Cluster:
     """A cluster whose nodes are all this machine (LocalExecutor, files under `home`).
 
-    Its name is unique to this test process: processes are ours by a marker naming the
-    cluster, machine-wide, so two test runs at once must not share one.
+    Its name is unique to this test process and this cluster: processes are ours by a marker
+    naming the cluster, machine-wide, so two test runs (or two clusters) must not share one.
+    Whatever it leaves running when its test (or module, for a module's cluster) ends is
+    killed, and fails that test.
     """
     home.mkdir(exist_ok=True)
-    spec = spec_of({**data, "name": f"{data['name']}-{os.getpid()}"})
+    spec = spec_of({**data, "name": f"{data['name']}-{os.getpid()}-{len(LOCAL_CLUSTERS)}"})
     plan = build_plan(spec, kind_facts("hybrid", "test"), catalog_for(spec))
+    LOCAL_CLUSTERS.append((spec.name, home / ".spark-launch"))
     return Cluster(spec, plan, executor or LocalExecutor(home))
+
+
+def running(cluster: Cluster) -> list[leftovers.Process]:
+    """The live processes of a local cluster, seen from outside the launcher (marker, session, directory)."""
+    root = dict(LOCAL_CLUSTERS)[cluster.spec.name]
+    return leftovers.of(cluster.spec.name, root)
+
+
+def fail_on_local_leftovers(since: int, what: str) -> None:
+    """Kill what the local clusters made since index `since` left running; fail if there was any."""
+    left = {name: leftovers.reap(name, root) for name, root in LOCAL_CLUSTERS[since:]}
+    found = [f"{name}: {p}" for name, procs in left.items() for p in procs]
+    if found:
+        pytest.fail(f"{what} left processes running (killed now):\n  " + "\n  ".join(found), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def no_local_leftovers() -> Iterator[None]:
+    """Nothing a test's local cluster started outlives the test."""
+    since = len(LOCAL_CLUSTERS)
+    yield
+    fail_on_local_leftovers(since, "this test's local cluster")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_local_leftovers_in_the_module() -> Iterator[None]:
+    """Nothing a module-scoped local cluster started outlives the module."""
+    since = len(LOCAL_CLUSTERS)
+    yield
+    fail_on_local_leftovers(since, "this module's local cluster")
 
 
 def fake_vllm_cluster(

@@ -14,7 +14,7 @@ from launcher.commands.reporter import Silent
 from launcher.commands.status import status
 from launcher.commands.up import StartupFailed, UpOptions, up
 from launcher.node.cluster import Cluster
-from tests.conftest import fake_vllm_cluster
+from tests.conftest import fake_vllm_cluster, running
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def test_up_waits_for_health_then_down_stops_every_rank(cluster: Cluster) -> Non
         stopped = down(cluster, 2, Silent())
     assert stopped.clean and all(r["found"] >= 1 for r in stopped.per_node.values())
     assert status(cluster).state == "stopped"
+    assert running(cluster) == []  # seen from outside the launcher too
 
 
 def test_a_rank_that_exits_is_diagnosed_and_the_others_are_stopped(
@@ -50,13 +51,17 @@ def test_a_rank_that_exits_is_diagnosed_and_the_others_are_stopped(
     assert "n1 (rank 0) exited with status 1" in text and "every node was stopped" in text
     assert "diagnosis: the nodes derived different KV cache specs" in text
     assert status(cluster).state == "stopped"  # the headless rank, which never fails by itself, too
+    assert running(cluster) == []
 
 
-def test_the_agent_stops_only_our_processes(cluster: Cluster, tmp_path: Path) -> None:
+def test_down_stops_every_process_of_ours_and_no_other(cluster: Cluster, tmp_path: Path) -> None:
     stranger = os.spawnlp(os.P_NOWAIT, "sleep", "sleep", "30")
     try:
         up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
-        down(cluster, 2, Silent())
+        ours = running(cluster)
+        assert {p.marker.split("/")[1] for p in ours if p.marker} == {"n1", "n2"}, ours
+        stopped = down(cluster, 2, Silent())
+        assert stopped.clean and running(cluster) == []  # every one of ours is gone, seen from outside
         os.kill(stranger, 0)  # still there: not ours
     finally:
         os.kill(stranger, 9)
@@ -106,4 +111,4 @@ def test_health_alone_is_not_serving_a_failing_first_completion_stops_every_rank
         up(cluster, {}, UpOptions(timeout=60, check=False, grace=2), Silent())
     assert "answers /health, but its first completion failed: HTTP 500" in caught.value.message
     assert "every node was stopped" in caught.value.message
-    assert status(cluster).state == "stopped"
+    assert status(cluster).state == "stopped" and running(cluster) == []

@@ -17,7 +17,7 @@ from launcher.commands.sync.models import SourceIncomplete, sync_models
 from launcher.commands.sync.options import SyncOptions
 from launcher.core.sync.report import sync_json, sync_text
 from launcher.core.sync.transfer import CopyProgress
-from launcher.errors import ExitStatus
+from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import Result
 from tests.conftest import base_spec, plan_of, spec_of
@@ -151,8 +151,9 @@ def test_a_missing_rsync_on_the_target_is_named() -> None:
 
 def test_from_an_unknown_node_is_refused() -> None:
     cluster, _ = cluster_with({})
-    with pytest.raises(Exception, match="--from n9: no such node"):
+    with pytest.raises(SparkLaunchError, match="--from n9: no such node") as caught:
         sync_models(cluster, SyncOptions(source="n9"), Collect())
+    assert caught.value.hint == "nodes: n1, n2"
 
 
 def test_a_failed_copy_is_reported_per_node() -> None:

@@ -74,13 +74,16 @@ def test_systemd_accepts_the_unit(tmp_path: Path) -> None:
 
 
 def test_systemd_refuses_a_broken_unit(tmp_path: Path) -> None:
-    """The check above can fail: an ExecStart that is not absolute is refused."""
+    """The check above can fail: an ExecStart that is not absolute is refused, on its line."""
     unit = tmp_path / "broken.service"
-    unit.write_text(export().replace("ExecStart=/", "ExecStart="))
+    text = export().replace("ExecStart=/", "ExecStart=")
+    unit.write_text(text)
+    line = 1 + text.splitlines().index(next(x for x in text.splitlines() if x.startswith("ExecStart=")))
     done = subprocess.run(
         ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, check=False
     )
-    assert done.returncode != 0 or done.stderr.strip()
+    assert done.returncode != 0, done.stderr
+    assert f"{unit}:{line}: Neither a valid executable name nor an absolute path" in done.stderr
 
 
 def test_arguments_are_quoted_the_way_systemd_reads_them() -> None:

@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -76,17 +77,27 @@ def test_a_failed_hand_over_is_an_error_naming_the_node_not_ignored() -> None:
     assert "stop" in executor.keys("n1")
 
 
+def until_stopped() -> Iterator[dict[str, Any]]:
+    """A watch that never ends by itself: heartbeats until the follower stops reading."""
+    while True:
+        time.sleep(0.05)
+        yield {"alive": True}
+
+
 def test_a_node_whose_connection_drops_while_waiting_is_lost_and_the_others_stopped() -> None:
     cluster, executor = cluster_with(
         {
-            ("n1", "watch"): lambda w: heartbeats(),
+            ("n1", "watch"): lambda w: until_stopped(),
             ("n2", "watch"): lambda w: NodeError("n2", "connection lost: EOF"),
             ("n2", "stop"): lambda w: NodeError("n2", "connection lost: EOF"),
         }
     )
     executor.http_status = 503
+    # No clock can decide this one: n2's drop is the only way the wait can end (however late
+    # its thread runs on a loaded machine, nobody falls silent and nothing times out first).
+    patient = replace(FAST, timeout=600, lost_after=600)
     with pytest.raises(NodeError) as caught:
-        up(cluster, {}, FAST, Silent())
+        up(cluster, {}, patient, Silent())
     assert caught.value.message == (
         "node n2: lost while waiting (node n2: connection lost: EOF); "
         "every other node was stopped; could not reach n2 to stop it"

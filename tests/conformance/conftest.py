@@ -28,6 +28,7 @@ from tests.conformance.models import write_models
 from tests.conftest import ROOT
 
 RELEASES = os.environ.get("SPARK_LAUNCH_RELEASES", "").split() or known_versions()
+PROBE_SECONDS = 1500  # one release's batch of cases, under pytest's 1800 s a test
 
 
 @functools.cache
@@ -64,7 +65,7 @@ def run_probe(venv: Path, jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]
         text=True,
         check=False,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"},
-        timeout=1800,
+        timeout=PROBE_SECONDS,
     )
     results = [
         json.loads(line[len(MARKER) :]) for line in done.stdout.splitlines() if line.startswith(MARKER)

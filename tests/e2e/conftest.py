@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -14,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import leftovers
 from tests.conftest import ROOT
 
 BED = Path("/tmp/spark-launch-testbed")
@@ -22,15 +26,28 @@ NAMESPACES = {"node1": "sl-node1", "node2": "sl-node2"}
 
 
 SESSION_LOCK = Path("/tmp/spark-launch-testbed.session.lock")
+# pytest's timeout (pyproject: 1800 s a test, its fixtures' setup included) must outlast every
+# wait a fixture bounds itself, or a slow first run dies with no word of why. The bed's first
+# `up` and the engines' image build can fall in one test: together they stay under it.
+BED_UP_SECONDS = 600
+VENV_WAIT_SECONDS = 300  # within BED_UP_SECONDS: another session's venv build, if one runs
+ENGINES_SECONDS = 1080  # a cold image: debootstrap, the layer, a load into each engine
+RUN_ROOT = Path.home() / ".spark-launch"  # every bed node's run directories (one file system)
+ENGINES = tuple(Path(f"/run/spark-launch-testbed/{node}/docker.sock") for node in NAMESPACES)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def ctrl_c_reaches_the_cli() -> None:
+    """A session started in a shell's background inherits SIGINT ignored, and so would every
+    CLI it starts: a test's Ctrl-C would never arrive. Handled here, it is the default there."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
-def testbed() -> Iterator[Path]:
-    """The two namespace nodes with sshd, the vLLM CPU venv and the tiny model (needs root).
-
-    One test session at a time holds the bed (its names and addresses are machine-wide):
-    a second session waits here until the first ends.
-    """
+def bed_lock() -> Iterator[None]:
+    """This session holds the bed: one test session at a time (its names and addresses are
+    machine-wide); a second session waits here until the first ends."""
     if os.geteuid() != 0:
         pytest.fail("the end-to-end tests need root (network namespaces, sshd)", pytrace=False)
     with SESSION_LOCK.open("a") as handle:
@@ -39,17 +56,23 @@ def testbed() -> Iterator[Path]:
         except BlockingIOError:
             print(f"\nwaiting for another test session to release the test bed ({SESSION_LOCK})")
             fcntl.flock(handle, fcntl.LOCK_EX)
-        yield _bring_up()
+        yield
+
+
+@pytest.fixture(scope="session")
+def testbed(bed_lock: None) -> Path:
+    """The two namespace nodes with sshd, the vLLM CPU venv and the tiny model (needs root)."""
+    return _bring_up()
 
 
 def _bring_up() -> Path:
     done = subprocess.run(
-        [sys.executable, "-m", "testbed", "up"],
+        [sys.executable, "-m", "testbed", "up", "--venv-wait", str(VENV_WAIT_SECONDS)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
-        timeout=1800,
+        timeout=BED_UP_SECONDS,
     )
     assert done.returncode == 0, done.stderr
     return BED
@@ -114,26 +137,101 @@ def wait_for_line(proc: subprocess.Popen[str], words: str, timeout: float = 180)
     raise AssertionError(f"never saw {words!r}; saw:\n{''.join(seen)}")
 
 
+def hold_port(namespace: str, port: int | str) -> subprocess.Popen[bytes]:
+    """A plain HTTP server on `port` of a node (all its addresses), once it listens."""
+    holder = subprocess.Popen(
+        ["ip", "netns", "exec", namespace, "python3", "-m", "http.server", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    address = "10.99.0." + namespace.removeprefix("sl-node")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and holder.poll() is None:
+        with contextlib.suppress(OSError), socket.create_connection((address, int(port)), timeout=1):
+            return holder
+        time.sleep(0.05)
+    holder.kill()
+    raise AssertionError(f"nothing came to listen on {address}:{port}")
+
+
 def marked_processes(cluster: str = "demo") -> list[int]:
-    """Pids of live processes carrying spark-launch's marker for `cluster` (any node)."""
-    pids = []
-    needle = f"SPARK_LAUNCH_RUN={cluster}/".encode()
-    for entry in Path("/proc").iterdir():
-        try:
-            if (
-                needle in (entry / "environ").read_bytes()
-                and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-            ):
-                pids.append(int(entry.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return pids
+    """Pids of live processes of `cluster` (or `cluster/node`) on any node, seen from outside:
+    the run marker in their environment, their session, or their run directory (containers'
+    processes too)."""
+    return [p.pid for p in leftovers.of(cluster, RUN_ROOT, leftovers.processes(every_namespace=True))]
+
+
+def down_if_running(spec: Path = DEMO, cluster: str = "demo") -> None:
+    """`down` the spec's cluster when anything of it runs (a `down` of nothing costs a CLI run)."""
+    if marked_processes(cluster):
+        cli("down", spec, "--grace", "5")
 
 
 @pytest.fixture
 def clean_demo(testbed: Path) -> Iterator[None]:
     """No demo cluster before the test, and none left after it."""
-    cli("down", DEMO, "--grace", "5")
+    down_if_running()
     yield
-    cli("down", DEMO, "--grace", "5")
+    down_if_running()
     assert marked_processes() == []
+
+
+def bed_clusters() -> set[str]:
+    """The clusters that ever ran on the bed (each has a directory in the run root)."""
+    return {p.name for p in RUN_ROOT.iterdir() if p.is_dir()} if RUN_ROOT.is_dir() else set()
+
+
+def running_on_bed() -> set[str]:
+    """The bed's clusters with a process or a container running now."""
+    seen = leftovers.processes()
+    named = {c for c in bed_clusters() if leftovers.of(c, RUN_ROOT, seen)}
+    return named | set(leftovers.containers(ENGINES))
+
+
+def reap_bed(spared: set[str]) -> list[str]:
+    """Kill every process and container of the bed's clusters but `spared`; what was found."""
+    seen = leftovers.processes()
+    live = [c for c in sorted(bed_clusters() - spared) if leftovers.of(c, RUN_ROOT, seen)]
+    found = [f"{c}: {p}" for c in live for p in leftovers.reap(c, RUN_ROOT)]
+    boxes = {c: ids for c, ids in leftovers.containers(ENGINES).items() if c not in spared}
+    for cluster, ids in boxes.items():
+        leftovers.remove(ids)
+        found += [f"{cluster}: container {cid} on {sock}" for sock, cid in ids]
+    return found
+
+
+@contextlib.contextmanager
+def leaks_fail(what: str) -> Iterator[None]:
+    """Whatever a bed cluster that was not running on entry leaves running is killed, and fails."""
+    before = running_on_bed()
+    yield
+    left = reap_bed(spared=before)
+    if left:
+        pytest.fail(f"{what} left these running (killed now):\n  " + "\n  ".join(left), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(bed_lock: None) -> Iterator[None]:
+    """What a test's clusters leave running (seen from outside: marker, session, run directory,
+    container label) is killed, and fails the test. Clusters already running when it began
+    belong to a module's or the session's fixture: they are looked at when that one ends."""
+    with leaks_fail("this test"):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_leftovers_in_the_module(bed_lock: None) -> Iterator[None]:
+    """The same for the module's own fixtures (a pair shared by its tests, say)."""
+    with leaks_fail("this module's fixtures"):
+        yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_leftovers_in_the_session(bed_lock: None) -> Iterator[None]:
+    """The same for the session's fixtures (looked at while this session still holds the bed).
+    What an earlier session left is killed first: holding the bed, nothing else runs on it."""
+    earlier = reap_bed(spared=set())
+    if earlier:
+        print("\nkilled what an earlier test session left on the bed:\n  " + "\n  ".join(earlier))
+    with leaks_fail("this session's fixtures"):
+        yield

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file
+from tests.e2e.conftest import BED, DEMO, cli, down_if_running, hold_port, marked_processes, spec_file
 
 pytestmark = pytest.mark.testbed
 
@@ -144,13 +144,8 @@ def test_a_different_vllm_variable_in_node2s_environment_is_caught(testbed_clean
 
 @pytest.mark.parametrize("port", ["8000", "29501"])
 def test_a_taken_port_on_the_head_is_caught(testbed_clean: None, port: str) -> None:
-    holder = subprocess.Popen(
-        ["ip", "netns", "exec", "sl-node1", "python3", "-m", "http.server", port],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    holder = hold_port("sl-node1", port)
     try:
-        subprocess.run(["sleep", "1"], check=True)
         code, report = check(DEMO, "--no-probe")
         up = cli("up", DEMO, "--no-probe")
     finally:
@@ -191,7 +186,7 @@ def test_an_unreachable_node_exits_4(testbed_clean: None, tmp_path: Path) -> Non
 @pytest.fixture
 def testbed_clean(testbed: Path) -> None:
     """The bed up with no cluster running (check must find the ports free)."""
-    cli("down", DEMO, "--grace", "5")
+    down_if_running()
 
 
 def bed_ssh_config(directory: Path, known_hosts: Path) -> Path:

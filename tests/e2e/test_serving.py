@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import NAMESPACES, cli, marked_processes, spec_file, start_cli
+from tests.e2e.conftest import NAMESPACES, cli, down_if_running, marked_processes, spec_file, start_cli
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
@@ -30,7 +30,7 @@ def served(testbed: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     folder = tmp_path_factory.mktemp("serving")
     spec = spec_file(folder, secrets=["SPARK_DEMO_TOKEN"])
     env = {"SPARK_DEMO_TOKEN": SECRET, "XDG_STATE_HOME": str(folder / "state")}  # the module's receipts
-    cli("down", spec, "--grace", "5")
+    down_if_running(spec)
     began = time.monotonic()
     done = cli("up", spec, "--json", env=env, timeout=900)
     seconds = time.monotonic() - began
@@ -85,8 +85,14 @@ def test_logs_follow_streams_until_interrupted(served: dict[str, Any]) -> None:
     assert proc.returncode == 130
 
 
-def test_verify_proves_completion_and_prefix_cache_hits(served: dict[str, Any]) -> None:
-    done = cli("verify", served["spec"], "--json", timeout=300)
+@pytest.fixture(scope="module")
+def verified(served: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """One `verify --json` of the served pair, for every test that reads it."""
+    return cli("verify", served["spec"], "--json", timeout=300)
+
+
+def test_verify_proves_completion_and_prefix_cache_hits(verified: subprocess.CompletedProcess[str]) -> None:
+    done = verified
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout)
     assert {c["name"]: c["ok"] for c in result["checks"]} == {
@@ -100,11 +106,13 @@ def test_verify_proves_completion_and_prefix_cache_hits(served: dict[str, Any]) 
     assert result["cache_config"]["enable_prefix_caching"] == "True"
 
 
-def test_check_on_the_running_cluster_agrees_with_what_the_server_reports(served: dict[str, Any]) -> None:
+def test_check_on_the_running_cluster_agrees_with_what_the_server_reports(
+    served: dict[str, Any], verified: subprocess.CompletedProcess[str]
+) -> None:
     done = cli("check", served["spec"], "--json", timeout=600)
     assert done.returncode == 0, done.stdout[-3000:]
     probe = {r["item"]: r["values"] for r in json.loads(done.stdout)["rows"] if r["area"] == "probe"}
-    live = json.loads(cli("verify", served["spec"], "--json", timeout=300).stdout)["cache_config"]
+    live = json.loads(verified.stdout)["cache_config"]
     for node in ("node1", "node2"):
         assert probe["mamba_cache_mode"][node] == live["mamba_cache_mode"] == "align"
         assert str(probe["enable_prefix_caching"][node]) == live["enable_prefix_caching"] == "True"
@@ -254,7 +262,8 @@ def test_down_stops_ours_only_and_is_safe_twice(served: dict[str, Any]) -> None:
         ["ip", "netns", "exec", "sl-node1", "bash", "-c", "exec -a 'vllm serve other' sleep 300"]
     )
     try:
-        time.sleep(0.5)
+        while not Path(f"/proc/{stranger.pid}/cmdline").read_bytes().startswith(b"vllm serve other"):
+            time.sleep(0.05)  # until it has become what it pretends to be
         assert marked_processes()
         began = time.monotonic()
         done = cli("down", served["spec"])

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from testbed import forward
+
 pytestmark = pytest.mark.testbed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,17 +88,23 @@ def bring_up() -> None:
 
 
 @pytest.fixture(scope="session")
-def bed() -> Iterator[dict[str, Any]]:
-    """The bed, up for the whole session, taken down at its end."""
-    if os.geteuid() != 0:
-        pytest.fail(
-            "the testbed tests need root (network namespaces, veths, sshd): run them "
-            "as root, e.g. `sudo python -m pytest -m testbed`",
-            pytrace=False,
-        )
+def bed(bed_lock: None) -> Iterator[dict[str, Any]]:
+    """The bed, up for the whole session (which holds the bed's lock), and left at its end as
+    this session found it: the machine has ONE bed, and the next session may want it up, with
+    its engines, without this session's probe variable."""
+    found = bed_status()
     bring_up()
     yield json.loads((BED_DIR / "testbed.json").read_text())
-    result = run_testbed("down", "--dir", str(BED_DIR))
+    restore_bed(found)
+
+
+def restore_bed(found: dict[str, Any]) -> None:
+    """The bed as `found`: down, or up as the other sessions bring it up (engines included)."""
+    if not found["up"]:
+        result = run_testbed("down", "--dir", str(BED_DIR))
+    else:
+        engines = ["--docker"] if any(n["dockerd_pid"] for n in found["nodes"]) else []
+        result = run_testbed("up", "--dir", str(BED_DIR), *engines)
     assert result.returncode == 0, result.stderr
 
 
@@ -179,6 +187,38 @@ def test_bind_mount_is_seen_on_one_node_only(bed: dict[str, Any], tmp_path: Path
         unbind = run_testbed("unbind", "--dir", str(BED_DIR), "node2", str(target))
         target.unlink()
     assert unbind.returncode == 0, unbind.stderr
+
+
+def forward_policy() -> str:
+    """The policy of the host's iptables FORWARD chain (ACCEPT, DROP)."""
+    return next(x.split()[2] for x in forward.chain().splitlines() if x.startswith("-P FORWARD"))
+
+
+def node1_reaches_node2() -> bool:
+    """node1 gets node2's sshd banner across the bridge (within 5 s)."""
+    got = ssh("node1", "timeout 5 bash -c 'exec 3<>/dev/tcp/10.99.0.2/22 && head -c 8 <&3'")
+    return got.stdout == "SSH-2.0-"
+
+
+def test_a_forward_drop_policy_does_not_cut_the_bridge(bed: dict[str, Any]) -> None:
+    """A system Docker daemon sets the FORWARD policy to DROP with bridged frames passing
+    iptables: `up` then accepts the bed's bridged traffic, and `down` takes its rule away."""
+    filtered = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+    assert filtered.exists(), "br_netfilter is not loaded here: `modprobe br_netfilter` (as dockerd does)"
+    was_filtered, was_policy = filtered.read_text(), forward_policy()
+    was_open = "spark-launch-testbed" in forward.chain()  # a DROP policy of the host's own
+    try:
+        filtered.write_text("1")
+        subprocess.run(["iptables", "-P", "FORWARD", "DROP"], check=True)
+        assert not node1_reaches_node2()  # the trap is real here
+        bring_up()
+        assert node1_reaches_node2()
+        assert "-i sltb+ -o sltb+" in forward.chain() and "spark-launch-testbed" in forward.chain()
+    finally:
+        subprocess.run(["iptables", "-P", "FORWARD", was_policy], check=True)
+        filtered.write_text(was_filtered)
+        if not was_open:
+            forward.close()  # the host's filter as it was
 
 
 def test_down_leaves_no_namespace_or_sshd(bed: dict[str, Any]) -> None:
