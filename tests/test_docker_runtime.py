@@ -102,6 +102,9 @@ def test_a_container_of_that_name_that_is_not_ours_is_left_alone(cluster: Cluste
     assert (state / f"{name}.json").exists()
 
 
+PLANNED: dict[Path, Cluster] = {}
+
+
 def engines_cluster(tmp_path: Path, held: dict[str, dict[str, str]]) -> Cluster:
     """A docker-runtime cluster whose nodes hold `held` ({node: {image: id}}) on FAKE engines."""
     node_env = {}
@@ -110,9 +113,11 @@ def engines_cluster(tmp_path: Path, held: dict[str, dict[str, str]]) -> Cluster:
         state.mkdir(exist_ok=True)
         (state / "images.json").write_text(json.dumps(images))
         node_env[name] = {"FAKE_DOCKER_STATE": str(state)}
-    data = base_spec("0.33.0", nodes=len(held))
-    data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": IMAGE}
-    base = local_cluster(data, tmp_path / "home")
+    if tmp_path not in PLANNED:  # one cluster (one name: the probe's command names it) per test
+        data = base_spec("0.33.0", nodes=len(held))
+        data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": IMAGE}
+        PLANNED[tmp_path] = local_cluster(data, tmp_path / "home")
+    base = PLANNED[tmp_path]
     return Cluster(base.spec, base.plan, LocalExecutor(tmp_path / "home", node_env))
 
 

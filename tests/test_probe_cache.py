@@ -111,7 +111,7 @@ def test_an_answer_saved_by_the_probe_is_found_by_the_facts_call(cluster: Cluste
     assert starts(tmp_path) == before  # no probe was started: each facts call found its answer
 
 
-@pytest.mark.parametrize("change", ["model config", "vllm file", "node env"])
+@pytest.mark.parametrize("change", ["model config", "vllm file", "another package", "node env"])
 def test_a_change_the_answer_depends_on_is_asked_anew(cluster: Cluster, tmp_path: Path, change: str) -> None:
     for name in cluster.names:
         keep(tmp_path, probe_key(cluster, name, tmp_path))
@@ -120,6 +120,8 @@ def test_a_change_the_answer_depends_on_is_asked_anew(cluster: Cluster, tmp_path
         (tmp_path / "model" / "config.json").write_text('{"model_type": "qwen3"}')
     elif change == "vllm file":
         (site / "vllm" / "__init__.py").write_text("# patched\n")
+    elif change == "another package":  # e.g. transformers upgraded: vLLM's files unchanged
+        (site / "transformers-5.0.0.dist-info").mkdir()
     else:
         cluster.executor.node_env = {"n2": {"VLLM_USE_V1": "0"}}  # type: ignore[attr-defined]
     found = answers(cluster)

@@ -20,6 +20,7 @@ from launcher.node.scripts.common import (  # inlined when sent
 from launcher.node.scripts.inputs import (  # inlined when sent
     engine_env,
     image_probe_key,
+    installed_packages,
     python_identity,
     venv_probe_key,
 )
@@ -154,8 +155,9 @@ def probe_lookup(ask: dict[str, Any], vllm: dict[str, Any]) -> dict[str, Any]:
             if not vllm.get("vllm_build"):
                 return {"key": None, "cached": None}
             python = python_identity(os.path.join(ask["venv"], "bin", "python"))
+            packages = installed_packages(site_packages(ask["venv"]) or ask["venv"])
             env = {**os.environ, **probe["env"]}
-            key = venv_probe_key(probe["tag"], python, vllm["vllm_build"], probe["argv"], env)
+            key = venv_probe_key(probe["tag"], python, vllm["vllm_build"], packages, probe["argv"], env)
         else:
             if not vllm.get("image_id"):
                 return {"key": None, "cached": None}

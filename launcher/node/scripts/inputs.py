@@ -79,13 +79,34 @@ def python_identity(executable: str) -> list[Any]:
     return [real, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
-def venv_probe_key(tag: str, python: list[Any], build: str, argv: list[str], env: Mapping[str, str]) -> str:
+def installed_packages(site: str) -> list[list[Any]]:
+    """Every distribution installed in `site` (its metadata directory's name, which holds the
+    version, and that directory's inode and mtime: a reinstall makes a new one), and each .pth
+    file: vLLM's answer depends on transformers, torch and the rest, not on its own files only."""
+    out = []
+    for entry in sorted(os.scandir(site), key=lambda e: e.name):
+        if entry.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")):
+            st = entry.stat()
+            out.append([entry.name, st.st_ino, st.st_mtime_ns])
+    return out
+
+
+def venv_probe_key(
+    tag: str,
+    python: list[Any],
+    build: str,
+    packages: list[list[Any]],
+    argv: list[str],
+    env: Mapping[str, str],
+) -> str:
     """Everything that decides a venv `resolve` answer, hashed: this probe (its tag), the python,
-    the vLLM build (its files), the argv, the engine variables, the model's config and tokenizer."""
+    the vLLM build (its files), the other packages installed beside it, the argv, the engine
+    variables, the model's config and tokenizer."""
     inputs = {
         "probe": tag,
         "python": python,
         "vllm": build,
+        "packages": packages,
         "argv": argv,
         "env": engine_env(env),
         "model": config_hashes(argv[0]) if argv else {},

@@ -23,7 +23,11 @@ import sys
 import sysconfig
 from typing import TYPE_CHECKING, Any
 
-from launcher.node.scripts.inputs import python_identity, venv_probe_key  # inlined when sent
+from launcher.node.scripts.inputs import (
+    installed_packages,
+    python_identity,
+    venv_probe_key,
+)  # inlined when sent
 from launcher.node.scripts.installed import fingerprint, save  # inlined when sent
 
 if TYPE_CHECKING:  # argparse (and importlib.metadata) only when vLLM is asked: not for a cached answer
@@ -171,10 +175,14 @@ def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, An
 
 def cache_key(job: dict[str, Any], tag: str) -> str:
     """Everything that decides a `resolve` answer, hashed: this probe (its tag), the python, the
-    vLLM build (its files), the argv, the engine variables, the model's config and tokenizer."""
-    build = fingerprint(sysconfig.get_paths()["purelib"], "vllm", "vllm")["build"]
+    vLLM build (its files), the packages beside it, the argv, the engine variables, the model's
+    config and tokenizer."""
+    site = sysconfig.get_paths()["purelib"]
+    build = fingerprint(site, "vllm", "vllm")["build"]
     env = {**os.environ, **job.get("env", {})}
-    return venv_probe_key(tag, python_identity(sys.executable), build, job["argv"], env)
+    return venv_probe_key(
+        tag, python_identity(sys.executable), build, installed_packages(site), job["argv"], env
+    )
 
 
 def cached_job(job: dict[str, Any], cache: str, tag: str, fresh: bool) -> dict[str, Any]:
