@@ -21,8 +21,8 @@ from launcher.core.vllm.models import kind_facts
 from launcher.errors import Problem
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
-from launcher.node.executor import LocalExecutor
 from tests import leftovers
+from tests.fakes.local import LocalExecutor
 
 ROOT = Path(__file__).resolve().parent.parent
 # Test data holds sysfs-shaped trees whose links loop back (as /sys does): nothing to collect there.

@@ -109,6 +109,7 @@ def node(
     return {
         "ok": True,
         "hostname": "h",
+        "python": "3.12.3",
         "boot_id": boot,
         "ssh_address": ssh,
         "interfaces": interfaces,

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from launcher.catalogs import load_catalog
+from launcher.core.answers.sync import manifest
 from launcher.core.checks import AGREE, env_rows, model_rows, network_rows, probe_rows, vllm_rows
 from launcher.core.plan import Plan
 from launcher.core.spec.sections import Spec
@@ -36,10 +37,10 @@ def node_facts(**overrides: Any) -> dict[str, Any]:
                 "exists": True,
                 "files": {
                     "config.json": [100, "c" * 64],
-                    "tokenizer.json": [200, "t" * 64],
+                    "tokenizer.json": [200, "9" * 64],
                     "model-00001-of-00002.safetensors": [10 << 20, "a" * 64],
                     "model-00002-of-00002.safetensors": [10 << 20, "b" * 64],
-                    "model.safetensors.index.json": [300, "i" * 64],
+                    "model.safetensors.index.json": [300, "8" * 64],
                 },
                 "indexes": {
                     "model.safetensors.index.json": [
@@ -65,6 +66,14 @@ def node_facts(**overrides: Any) -> dict[str, Any]:
     return facts
 
 
+def read(facts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The facts with their manifests as the agent reads them (strictly, into Manifests)."""
+    return {
+        n: {**f, "models": {path: manifest({"ok": True, **m}, path) for path, m in f["models"].items()}}
+        for n, f in facts.items()
+    }
+
+
 def failed(rows: list[Any]) -> dict[str, dict[str, Any]]:
     return {r.item: r.values for r in rows if r.failed}
 
@@ -72,7 +81,7 @@ def failed(rows: list[Any]) -> dict[str, dict[str, Any]]:
 def test_alike_nodes_pass_every_row() -> None:
     spec, plan = plan_and_spec()
     facts = {"n1": node_facts(), "n2": node_facts()}
-    rows = vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
+    rows = vllm_rows(spec, facts) + model_rows(spec, read(facts)) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, {"n2": "yes"})
     assert failed(rows) == {}
 
@@ -109,7 +118,7 @@ def test_a_file_of_the_same_size_but_other_bytes_fails_naming_it(name: str) -> N
     changed = node_facts()
     size = model_of(changed)["files"][name][0]
     model_of(changed)["files"][name] = [size, "d" * 64]
-    rows = failed(model_rows(spec, {"n1": node_facts(), "n2": changed}))
+    rows = failed(model_rows(spec, read({"n1": node_facts(), "n2": changed})))
     assert list(rows) == [name]
     assert rows[name]["n1"].startswith(model_of(node_facts())["files"][name][1][:12])
     assert rows[name]["n2"].startswith("d" * 12)
@@ -119,18 +128,18 @@ def test_a_missing_model_or_shard_fails() -> None:
     spec, _ = plan_and_spec()
     gone = node_facts()
     model_of(gone).update(exists=False, files={})
-    missing = failed(model_rows(spec, {"n1": node_facts(), "n2": gone}))
+    missing = failed(model_rows(spec, read({"n1": node_facts(), "n2": gone})))
     assert missing == {"/models/m exists": {"n1": True, "n2": False}}
     partial = node_facts()
     del model_of(partial)["files"]["model-00002-of-00002.safetensors"]
-    rows = failed(model_rows(spec, {"n1": node_facts(), "n2": partial}))
+    rows = failed(model_rows(spec, read({"n1": node_facts(), "n2": partial})))
     assert rows["model-00002-of-00002.safetensors"] == {"n1": "bbbbbbbbbbbb 10.5 MB", "n2": "missing"}
     assert "(named in model.safetensors.index.json)" in rows["model complete"]["n2"]
 
 
 def test_identical_models_pass_with_one_summary_row() -> None:
     spec, _ = plan_and_spec()
-    rows = model_rows(spec, {"n1": node_facts(), "n2": node_facts()})
+    rows = model_rows(spec, read({"n1": node_facts(), "n2": node_facts()}))
     assert [r.item for r in rows] == [
         "/models/m exists",
         "model complete",

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from launcher.core import remote
+from launcher.core.answers.discover import discovered
 from launcher.node.agent import Agent
-from launcher.node.executor import LocalExecutor
 from launcher.node.scripts import bundle, discover
+from tests.fakes.local import LocalExecutor
 from tests.init_facts import spark_sys
 
 
@@ -154,8 +155,8 @@ def test_the_script_as_sent_answers_on_this_machine(home: Path, monkeypatch: pyt
     for name in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.delenv(name, raising=False)
     agent = Agent(LocalExecutor(home), "init", "local")
-    answer = agent.ask(remote.discover_call(agent.dir, {"venv_places": [str(home / "no-venv")]}))
-    assert answer["ok"] and answer["boot_id"] and answer["host"]["MemTotal"] > 0
+    answer = agent.ask(remote.discover_call(agent.dir, {"venv_places": [str(home / "no-venv")]}), discovered)
+    assert answer["boot_id"] and answer["host"]["MemTotal"] > 0
     assert any(i["loopback"] for i in answer["interfaces"])
     assert answer["venvs_found"] == []
     assert [m["path"] for m in answer["models_found"]] == [

@@ -15,9 +15,10 @@ from launcher.commands.logs import logs
 from launcher.commands.reporter import Silent
 from launcher.commands.status import status
 from launcher.commands.up import StartupFailed, UpOptions, up
+from launcher.core.answers.run import Stopped
 from launcher.node.cluster import Cluster
-from launcher.node.executor import LocalExecutor
 from tests.conftest import ROOT, base_spec, free_port, local_cluster
+from tests.fakes.local import LocalExecutor
 
 FAKES = ROOT / "tests" / "fakes"
 
@@ -54,10 +55,10 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
         assert any(node == "n1" and "Starting vLLM server" in line for node, line in lines)
     finally:
         stopped = down(cluster, 2, Silent())
-    assert stopped.per_node["n1"]["found"] == 1 and stopped.clean
+    assert stopped.per_node["n1"].found == 1 and stopped.clean
     assert (tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json.removed").exists()
     assert status(cluster).state == "stopped"
-    assert down(cluster, 2, Silent()).per_node["n1"]["found"] == 0  # twice is fine
+    assert down(cluster, 2, Silent()).per_node["n1"].found == 0  # twice is fine
     after: list[str] = []
     logs(cluster, ["n1"], 10, False, lambda _, line: after.append(line))  # the copy saved by down
     assert any("Shutting down" in line for line in after)  # logged while down stopped it
@@ -85,9 +86,9 @@ def test_down_removes_only_containers_with_our_label(cluster: Cluster, tmp_path:
     (state / "stranger.json").write_text(json.dumps(stranger))
     up(cluster, {"HF_TOKEN": "x"}, UpOptions(timeout=60, check=False, grace=2, wait=False), Silent())
     stopped = down(cluster, 2, Silent())
-    assert stopped.per_node["n1"] == {
-        "ok": True, "containers": True, "found": 1, "groups": 1, "killed": 0, "removed": 1, "remaining": 0
-    }  # fmt: skip
+    assert stopped.per_node["n1"] == Stopped(
+        found=1, remaining=0, groups=1, killed=0, removed=1, containers=True
+    )
     assert (state / "stranger.json").exists()
 
 

@@ -26,8 +26,8 @@ from launcher.core.serving.supervision import Event, RestartPolicy
 from launcher.core.vllm.models import kind_facts
 from launcher.load import plan_fleet
 from launcher.node.cluster import Cluster
-from launcher.node.executor import LocalExecutor
 from tests.conftest import ROOT, base_spec, free_port
+from tests.fakes.local import LocalExecutor
 
 OPTIONS = UpOptions(timeout=60, check=False, grace=1)
 

@@ -17,6 +17,7 @@ from launcher.commands.reporter import Silent
 from launcher.core.init.draft import InitRequest
 from launcher.errors import ExitStatus
 from launcher.node.executor import NodeError, Result
+from launcher.node.ssh import SshExecutor
 from tests.fakes.executor import ScriptedExecutor
 from tests.init_facts import bed_pair
 
@@ -97,6 +98,8 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         (["--hosts", "a,,a"], "a is given twice"),
         (["--hosts", " , "], "give at least one host"),
         (["--hosts", "-oProxyCommand=x"], "is not an ssh target"),
+        (["--hosts", "spark-1,spark-2;id"], "'spark-2;id' is not an ssh target"),
+        (["--hosts", "`id`@spark-1"], "is not an ssh target"),
     ],
 )
 def test_bad_arguments_are_usage_errors(
@@ -120,3 +123,11 @@ def test_a_missing_ssh_config_is_said_before_connecting(capsys: pytest.CaptureFi
     code, _, err = run_cli(capsys, "facts", "--hosts", "a", "--ssh-config", "/nonexistent/ssh_config")
     assert code == 2 and "ssh_config file /nonexistent/ssh_config does not exist" in err
     assert "node (all)" not in err
+
+
+@pytest.mark.parametrize("target", ["spark-1;id", "spark-1 -oProxyCommand=id", "$(id)", "a|b", "-oX"])
+def test_the_executor_refuses_a_target_with_shell_metacharacters(target: str) -> None:
+    """Whatever reaches it (a spec, --hosts, a script): refused before any connection."""
+    with pytest.raises(NodeError) as caught:
+        SshExecutor({"n1": target})
+    assert caught.value.node == "n1" and "is not an ssh target" in caught.value.message

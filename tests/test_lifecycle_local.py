@@ -32,7 +32,7 @@ def test_up_waits_for_health_then_down_stops_every_rank(cluster: Cluster) -> Non
         assert not again.started and "nothing to do" in again.message
     finally:
         stopped = down(cluster, 2, Silent())
-    assert stopped.clean and all(r["found"] >= 1 for r in stopped.per_node.values())
+    assert stopped.clean and all(r.found >= 1 for r in stopped.per_node.values())
     assert status(cluster).state == "stopped"
     assert running(cluster) == []  # seen from outside the launcher too
 

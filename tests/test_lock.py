@@ -19,9 +19,10 @@ from launcher.core.plan import build_plan
 from launcher.core.vllm.models import kind_facts
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster, ClusterBusy
-from launcher.node.executor import LocalExecutor, NodeError, Result
+from launcher.node.executor import NodeError, Result
 from launcher.node.locking import holder_is_stale, process_start
 from tests.conftest import ROOT, base_spec, spec_of
+from tests.fakes.local import LocalExecutor
 
 ROUNDS, RACERS = 10, 2
 

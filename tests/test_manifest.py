@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from launcher.core.sync.manifest import Manifest, missing_parts
+from launcher.core.sync.manifest import FileEntry, Manifest, missing_parts
 from launcher.core.sync.transfer import rsync_argv
 from launcher.node.agent import Agent
-from launcher.node.executor import LocalExecutor
 from launcher.node.scripts import bundle
+from tests.fakes.local import LocalExecutor
 
 
 def agent(home: Path) -> Agent:
@@ -55,8 +55,7 @@ def test_every_file_by_size_and_sha256(tmp_path: Path) -> None:
     (tmp_path / "m" / "sub" / "extra.bin").write_bytes(b"x" * 10)
     (tmp_path / "m" / ".cache" / "huggingface").mkdir(parents=True)
     (tmp_path / "m" / ".cache" / "huggingface" / "lock").write_text("node-local")
-    answer = agent(tmp_path / "home").manifest(str(tmp_path / "m"))
-    m = Manifest.of(answer)
+    m = agent(tmp_path / "home").manifest(str(tmp_path / "m"))
     assert sorted(m.files) == sorted(
         [
             "config.json",
@@ -70,7 +69,7 @@ def test_every_file_by_size_and_sha256(tmp_path: Path) -> None:
     shard = tmp_path / "m" / "model-00002-of-00002.safetensors"
     assert m.files[shard.name].sha256 == sha(shard) and m.files[shard.name].size == 3 << 20
     assert m.indexes == {"model.safetensors.index.json": tuple(sorted(n for n in m.files if "-of-" in n))}
-    assert missing_parts(m) == [] and answer["hashed_bytes"] == m.total_bytes
+    assert missing_parts(m) == [] and m.hashed_bytes == m.total_bytes
 
 
 def test_a_second_run_hashes_nothing_and_the_cache_is_not_part_of_the_model(tmp_path: Path) -> None:
@@ -79,9 +78,9 @@ def test_a_second_run_hashes_nothing_and_the_cache_is_not_part_of_the_model(tmp_
     before = sorted(os.listdir(tmp_path / "m"))
     first = node.manifest(str(tmp_path / "m"))
     second = node.manifest(str(tmp_path / "m"))
-    cache = Path(first["cache"])
-    assert cache.parent == tmp_path / "home" / ".cache" / "spark-launch" / "manifests"
-    assert second["hashed_bytes"] == 0 and second["files"] == first["files"]
+    [cache] = (tmp_path / "home" / ".cache" / "spark-launch" / "manifests").iterdir()
+    assert first.hashed_bytes > 0
+    assert second.hashed_bytes == 0 and second.files == first.files
     assert sorted(os.listdir(tmp_path / "m")) == before  # nothing written beside the model
     assert cache.stat().st_mode & 0o777 == 0o600 and cache.parent.stat().st_mode & 0o777 == 0o700
 
@@ -91,7 +90,7 @@ def test_a_same_size_change_with_its_mtime_put_back_is_rehashed(tmp_path: Path) 
     make_model(tmp_path / "m")
     node = agent(tmp_path / "home")
     shard = tmp_path / "m" / "model-00001-of-00002.safetensors"
-    before = node.manifest(str(tmp_path / "m"))["files"][shard.name]
+    before = node.manifest(str(tmp_path / "m")).files[shard.name]
     stat = shard.stat()
     with shard.open("r+b") as f:
         f.seek(1000)
@@ -101,8 +100,8 @@ def test_a_same_size_change_with_its_mtime_put_back_is_rehashed(tmp_path: Path) 
     os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert shard.stat().st_mtime_ns == stat.st_mtime_ns and shard.stat().st_size == stat.st_size
     after = node.manifest(str(tmp_path / "m"))
-    assert after["files"][shard.name] == [stat.st_size, sha(shard)] != before
-    assert after["hashed_bytes"] == stat.st_size  # only the changed file
+    assert after.files[shard.name] == FileEntry(stat.st_size, sha(shard)) != before
+    assert after.hashed_bytes == stat.st_size  # only the changed file
 
 
 @contextlib.contextmanager
@@ -127,14 +126,13 @@ def test_a_read_only_model_directory_keeps_its_cache_in_the_users_home(tmp_path:
     with read_only(tmp_path / "m"):
         first = node.manifest(str(tmp_path / "m"))
         second = node.manifest(str(tmp_path / "m"))
-    assert first["cache"].startswith(str(tmp_path / "home" / ".cache" / "spark-launch" / "manifests"))
-    assert second["hashed_bytes"] == 0
-    assert first["room"]["writable"] is False
+    assert list((tmp_path / "home" / ".cache" / "spark-launch" / "manifests").iterdir())
+    assert first.hashed_bytes > 0 and second.hashed_bytes == 0
+    assert first.room is not None and first.room.writable is False
 
 
 def test_a_missing_directory_reports_where_it_would_go(tmp_path: Path) -> None:
-    answer = agent(tmp_path / "home").manifest(str(tmp_path / "models" / "m"))
-    m = Manifest.of(answer)
+    m = agent(tmp_path / "home").manifest(str(tmp_path / "models" / "m"))
     assert not m.exists and m.room is not None and m.room.at == str(tmp_path) and m.room.writable
     assert m.room.free > 0 and m.room.block > 0
     assert missing_parts(m) == [f"the directory {tmp_path / 'models' / 'm'}"]
@@ -196,28 +194,28 @@ def proof(source: Manifest) -> dict[str, list[Any]]:
 
 def test_files_a_copy_proved_are_recorded_and_not_read_again(tmp_path: Path) -> None:
     make_model(tmp_path / "src")
-    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
     copy_with_times(tmp_path / "src", tmp_path / "dst")
     node = agent(tmp_path / "home2")
     answer = node.manifest(str(tmp_path / "dst"), adopt=proof(source))
-    assert answer["adopted"] == len(source.files) and answer["hashed_bytes"] == 0
-    assert Manifest.of(answer).files == source.files
+    assert answer.adopted == len(source.files) and answer.hashed_bytes == 0
+    assert answer.files == source.files
 
 
 def test_a_proved_file_found_at_another_size_or_mtime_is_hashed_not_adopted(tmp_path: Path) -> None:
     make_model(tmp_path / "src")
-    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
     copy_with_times(tmp_path / "src", tmp_path / "dst")
     shard = tmp_path / "dst" / "model-00001-of-00002.safetensors"
     os.utime(shard, (1, 1))  # not as the copy left it: not the file rsync proved
     answer = agent(tmp_path / "home2").manifest(str(tmp_path / "dst"), adopt=proof(source))
-    assert answer["adopted"] == len(source.files) - 1 and answer["hashed_bytes"] == shard.stat().st_size
-    assert Manifest.of(answer).files == source.files  # hashed: the same bytes, found so
+    assert answer.adopted == len(source.files) - 1 and answer.hashed_bytes == shard.stat().st_size
+    assert answer.files == source.files  # hashed: the same bytes, found so
 
 
 def test_a_write_after_the_proof_is_caught_even_with_size_and_mtime_put_back(tmp_path: Path) -> None:
     make_model(tmp_path / "src")
-    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
     copy_with_times(tmp_path / "src", tmp_path / "dst")
     node = agent(tmp_path / "home2")
     node.manifest(str(tmp_path / "dst"), adopt=proof(source))
@@ -227,7 +225,7 @@ def test_a_write_after_the_proof_is_caught_even_with_size_and_mtime_put_back(tmp
     data[100] ^= 0xFF  # one byte changed, same size
     shard.write_bytes(bytes(data))
     os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))  # and its mtime put back
-    after = Manifest.of(node.manifest(str(tmp_path / "dst")))
+    after = node.manifest(str(tmp_path / "dst"))
     assert after.files[shard.name].sha256 == sha(shard) != source.files[shard.name].sha256
 
 
@@ -257,17 +255,17 @@ def transfer(tmp_path: Path, source: Path, target: Path, attest: dict[str, str])
 
 def test_the_source_names_the_files_rsync_sent_whose_bytes_are_the_ones_it_hashed(tmp_path: Path) -> None:
     make_model(tmp_path / "src")
-    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
     answer = transfer(
         tmp_path, tmp_path / "src", tmp_path / "dst", {r: f.sha256 for r, f in source.files.items()}
     )
     assert answer["ok"] and answer["verified"] == sorted(source.files)
-    assert Manifest.of(agent(tmp_path / "home2").manifest(str(tmp_path / "dst"))).files == source.files
+    assert agent(tmp_path / "home2").manifest(str(tmp_path / "dst")).files == source.files
 
 
 def test_a_source_file_written_since_it_was_hashed_is_not_vouched_for(tmp_path: Path) -> None:
     make_model(tmp_path / "src")
-    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
     (tmp_path / "src" / "config.json").write_text('{"model_type": "y"}')  # after the manifest
     answer = transfer(
         tmp_path, tmp_path / "src", tmp_path / "dst", {r: f.sha256 for r, f in source.files.items()}
@@ -280,7 +278,7 @@ def test_a_listed_file_rsync_did_not_send_is_not_vouched_for(tmp_path: Path) -> 
     """rsync skips a file whose size and mtime match on the target, whatever its bytes: only a
     file it sent, and so checked, may be adopted."""
     make_model(tmp_path / "src")
-    source = Manifest.of(agent(tmp_path / "home").manifest(str(tmp_path / "src")))
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
     copy_with_times(tmp_path / "src", tmp_path / "dst")
     shard = tmp_path / "dst" / "model-00001-of-00002.safetensors"
     stat = shard.stat()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from launcher.core.answers.sync import manifest as read_manifest
 from launcher.core.checks.model import _directory_rows
 from launcher.core.sync.manifest import FileEntry, LinkEntry, Manifest, missing_parts, refusals
 from launcher.core.sync.transfer import plan_transfer
@@ -42,6 +43,11 @@ def manifest(path: Path, home: Path) -> dict[str, Any]:
     answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     assert answer["ok"], answer
     return answer
+
+
+def parsed(path: Path, home: Path) -> Manifest:
+    """The manifest script's answer as the agent reads it (strictly)."""
+    return read_manifest(manifest(path, home), str(path))
 
 
 def small_model(root: Path) -> None:
@@ -78,7 +84,7 @@ def hf_snapshot(cache: Path) -> tuple[Path, dict[str, bytes]]:
 
 def test_a_hugging_face_snapshot_is_a_model_by_its_blobs_content(tmp_path: Path) -> None:
     snapshot, contents = hf_snapshot(tmp_path / "hub")
-    m = Manifest.of(manifest(snapshot, tmp_path / "home"))
+    m = parsed(snapshot, tmp_path / "home")
     assert m.files == {rel: FileEntry(len(data), sha(data)) for rel, data in contents.items()}
     assert m.links == {} and m.refused == {} and missing_parts(m) == [] and m.snapshot
 
@@ -90,7 +96,7 @@ def test_a_link_inside_the_model_is_kept_as_a_link_and_not_walked(tmp_path: Path
     (tmp_path / "m" / "alias.json").symlink_to("config.json")
     (tmp_path / "m" / "again").symlink_to("sub")
     (tmp_path / "m" / "sub" / "up").symlink_to("../tokenizer.json")
-    m = Manifest.of(manifest(tmp_path / "m", tmp_path / "home"))
+    m = parsed(tmp_path / "m", tmp_path / "home")
     assert m.links == {"again": "sub", "alias.json": "config.json", "sub/up": "../tokenizer.json"}
     assert sorted(m.files) == ["config.json", "model.safetensors", "sub/a.bin", "tokenizer.json"]
     assert m.refused == {} and missing_parts(m) == [] and not m.snapshot
@@ -103,7 +109,7 @@ def test_links_out_of_the_model_are_refused_and_named_never_followed(tmp_path: P
     (tmp_path / "m" / "weights.bin").symlink_to(tmp_path / "outside" / "secret.bin")
     (tmp_path / "m" / "escape").symlink_to("../outside")
     (tmp_path / "m" / "gone.bin").symlink_to("nowhere.bin")
-    m = Manifest.of(manifest(tmp_path / "m", tmp_path / "home"))
+    m = parsed(tmp_path / "m", tmp_path / "home")
     assert m.refused == {
         "escape": "a link pointing outside the model directory (to ../outside)",
         "gone.bin": "a dangling link (to nowhere.bin)",
@@ -121,7 +127,7 @@ def test_a_link_loop_is_refused_once_and_no_file_is_listed_twice(tmp_path: Path)
     (tmp_path / "m" / "self").symlink_to("self")
     (tmp_path / "m" / "ping").symlink_to("pong")
     (tmp_path / "m" / "pong").symlink_to("ping")
-    m = Manifest.of(manifest(tmp_path / "m", tmp_path / "home"))
+    m = parsed(tmp_path / "m", tmp_path / "home")
     assert sorted(m.files) == ["config.json", "model.safetensors", "sub/a.bin", "tokenizer.json"]
     assert m.links == {"sub/back": ".."}
     assert m.refused == {"ping": "a link loop", "pong": "a link loop", "self": "a link loop"}
@@ -138,7 +144,7 @@ def test_a_fifo_a_socket_and_links_to_devices_are_named_and_never_read(tmp_path:
     (tmp_path / "m" / "to-pipe.bin").symlink_to("pipe.safetensors")
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(tmp_path / "m" / "sock"))
-        m = Manifest.of(manifest(tmp_path / "m", tmp_path / "home"))
+        m = parsed(tmp_path / "m", tmp_path / "home")
     assert m.refused == {
         "pipe.safetensors": "a FIFO: never read",
         "sock": "a socket: never read",
@@ -153,7 +159,7 @@ def test_a_link_from_a_snapshot_to_a_fifo_in_its_blobs_is_refused(tmp_path: Path
     snapshot, _ = hf_snapshot(tmp_path / "hub")
     os.mkfifo(snapshot.parent.parent / "blobs" / "pipe")
     (snapshot / "pipe.bin").symlink_to("../../blobs/pipe")
-    m = Manifest.of(manifest(snapshot, tmp_path / "home"))
+    m = parsed(snapshot, tmp_path / "home")
     assert m.refused == {"pipe.bin": "a link to a FIFO in the cache's blobs: never read"}
 
 

@@ -19,6 +19,9 @@ from launcher.commands.lockfile import LockDrift
 from launcher.commands.receipts import bundle_files, load_all, runs_dir
 from launcher.commands.reporter import Silent
 from launcher.commands.up import StartupFailed, UpOptions, up
+from launcher.core.answers.facts import Facts
+from launcher.core.answers.facts import facts as read_facts
+from launcher.core.answers.sync import manifest
 from launcher.core.plan import build_plan
 from launcher.core.receipts.content import SECRET, new_receipt, node_inputs, snapshot
 from launcher.core.receipts.diff import diff, diff_text
@@ -34,12 +37,11 @@ SHA = {"config.json": "a" * 64, "model-00001.safetensors": "b" * 64}
 PLANTED = "planted-secret-value-93e1"
 
 
-def facts(
-    kernel: str = "6.8.0-1", files: dict[str, str] | None = None, env: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """One node's facts as `check` gathers them."""
-    manifest = {"path": "/models/m", "exists": True, "files": {k: [10, v] for k, v in (files or SHA).items()}}
+def facts_answer(kernel: str = "6.8.0-1", env: dict[str, str] | None = None) -> dict[str, Any]:
+    """One node's facts script answer."""
     return {
+        "ok": True,
+        "ours_running": False,
         "vllm": {
             "vllm_version": "0.32.0+cu130",
             "vllm_commit": "abc123",
@@ -47,13 +49,34 @@ def facts(
             "python_version": "3.12.3",
         },
         "env": env if env is not None else {"NCCL_DEBUG": "WARN", "HF_TOKEN": "sha256:1234"},
+        "network": {"interface_exists": True, "addresses": [], "holds_address": True, "ports_free": {}},
         "host": {
             "kernel": kernel,
             "os": "Ubuntu 24.04",
             "gpus": ["NVIDIA GB10, 122880 MiB, 1000 MiB, 580.95"],
         },
-        "models": {"/models/m": manifest},
+        "tools": {"py_spy": None, "ptrace": "root", "ptrace_ok": True},
+        "memory": {"meminfo": {}, "gpus": None, "model_config": None},
     }
+
+
+def manifest_answer(files: dict[str, str] | None = None) -> dict[str, Any]:
+    """One node's manifest script answer for /models/m."""
+    return {
+        "ok": True,
+        "path": "/models/m",
+        "exists": True,
+        "files": {k: [10, v] for k, v in (files or SHA).items()},
+    }
+
+
+def facts(
+    kernel: str = "6.8.0-1", files: dict[str, str] | None = None, env: dict[str, str] | None = None
+) -> Facts:
+    """One node's facts as `check` gathers them (read by the agent's parsers)."""
+    found = read_facts(facts_answer(kernel, env))
+    found["models"] = {"/models/m": manifest(manifest_answer(files), "/models/m")}
+    return found
 
 
 def two_node_snapshot(data: dict[str, Any], **node2: Any) -> dict[str, Any]:
@@ -277,16 +300,14 @@ def test_a_rank_that_dies_leaves_a_failed_receipt_with_the_evidence_taken_before
 def test_up_locked_refuses_a_node_that_moved_before_anything_starts(tmp_path: Path) -> None:
     spec = spec_of(base_spec())
     plan = build_plan(spec, kind_facts("hybrid", "test"), catalog_for(spec))
-    answers = {"n1": facts(), "n2": facts(files={**SHA, "config.json": "e" * 64})}
+    files = {"n1": SHA, "n2": {**SHA, "config.json": "e" * 64}}
     executor = ScriptedExecutor(
         {
             ("*", "lock"): lambda w: {"ok": True},
             ("*", "status"): lambda w: {"ok": True, "alive": False, "processes": 0, "state": None},
             ("*", "facts"): lambda w: {  # one call: the facts with the model's manifest
-                **answers[w[3].rsplit("/", 1)[-1]],
-                "models": {
-                    "/models/m": {"ok": True, **answers[w[3].rsplit("/", 1)[-1]]["models"]["/models/m"]}
-                },
+                **facts_answer(),
+                "models": {"/models/m": manifest_answer(files[w[3].rsplit("/", 1)[-1]])},
             },
         }
     )

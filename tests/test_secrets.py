@@ -18,9 +18,10 @@ from launcher.core import remote
 from launcher.core.redact import redact
 from launcher.core.render import run_dir
 from launcher.core.spec.secrets import TOKEN_SHAPES, secret_name, token_kind
-from launcher.node.executor import LocalExecutor, Result
+from launcher.node.executor import Result
 from launcher.node.scripts import inputs
 from tests.conftest import base_spec, edit, fake_vllm_cluster, plan_of, spec_of, write
+from tests.fakes.local import LocalExecutor
 
 HF = "hf_" + "Ab3" * 12  # shaped like a Hugging Face token
 BASE = edit(base_spec(), **{"model.hybrid": True})

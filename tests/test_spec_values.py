@@ -120,6 +120,16 @@ def test_values_are_refused_not_coerced(tmp_path: Path, changes: dict[str, Any],
             "(use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535))",
         ),
         (
+            {"nodes.0.ssh": "spark-1;touch${IFS}/tmp/x"},
+            "nodes[0].ssh: 'spark-1;touch${IFS}/tmp/x' is not an ssh target "
+            "(use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535))",
+        ),
+        (
+            {"nodes.0.ssh": "$(reboot)@spark-1"},
+            "nodes[0].ssh: '$(reboot)@spark-1' is not an ssh target "
+            "(use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535))",
+        ),
+        (
             {"nodes.0.ssh": "zero\u200bwidth"},
             "nodes[0].ssh: 'zero\\u200bwidth' is not an ssh target "
             "(use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535))",

@@ -25,10 +25,10 @@ from tests.fakes.executor import Handler, ScriptedExecutor
 
 MODEL = {
     "config.json": [100, "c" * 64],
-    "tokenizer.json": [200, "t" * 64],
+    "tokenizer.json": [200, "d" * 64],
     "model-00001-of-00002.safetensors": [400_000_000, "a" * 64],
     "model-00002-of-00002.safetensors": [400_000_000, "b" * 64],
-    "model.safetensors.index.json": [300, "i" * 64],
+    "model.safetensors.index.json": [300, "e" * 64],
 }
 INDEX = {
     "model.safetensors.index.json": ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
@@ -126,7 +126,7 @@ def test_a_target_the_source_cannot_reach_says_how_to_fix_it() -> None:
 
 def test_a_dry_run_lists_what_would_be_copied_and_copies_nothing() -> None:
     partial = {k: v for k, v in MODEL.items() if not k.startswith("model-00002")}
-    partial["stale.bin"] = [10, "s" * 64]
+    partial["stale.bin"] = [10, "f" * 64]
     cluster, executor = cluster_with({("n2", "manifest"): lambda w: answer(partial)})
     result = sync_models(cluster, SyncOptions(dry_run=True), Collect())
     assert [n.state for n in result.nodes] == ["would copy"] and result.ok

@@ -14,8 +14,8 @@ import pytest
 from launcher.commands.sync.images import sync_images
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import LocalExecutor
 from tests.conftest import ROOT, base_spec, local_cluster
+from tests.fakes.local import LocalExecutor
 
 IMAGE = "nvcr.io/nvidia/vllm:26.05-py3"
 

@@ -12,7 +12,7 @@ from launcher.commands.reporter import Silent
 from launcher.core.checks import Report, env_rows, model_rows, network_rows, vllm_rows
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
-from tests.test_checks import node_facts, plan_and_spec
+from tests.test_checks import node_facts, plan_and_spec, read
 from tests.test_init_command import REQUEST, scripted
 
 RED = "\x1b[1;31m"
@@ -21,7 +21,7 @@ RED = "\x1b[1;31m"
 def report() -> Report:
     spec, plan = plan_and_spec()
     facts = {"n1": node_facts(), "n2": node_facts(vllm__vllm_build="b2", env__VLLM_USE_V2_MODEL_RUNNER="1")}
-    rows = vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
+    rows = vllm_rows(spec, facts) + model_rows(spec, read(facts)) + env_rows(plan, facts)
     far = "connection refused by 10.0.0.1:29501 (is anything listening there?), after three tries"
     rows += network_rows(spec, plan, facts, {"n2": far})
     return Report(("n1", "n2"), tuple(rows))

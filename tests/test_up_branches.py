@@ -46,7 +46,7 @@ def cluster_with(
             ("*", "lock"): lambda w: {"ok": True},
             ("*", "status"): lambda w: {"ok": True, "alive": False, "processes": 0, "state": None},
             ("*", "shell"): lambda w: Result(" ".join(w), 0, "", ""),
-            ("*", "start"): lambda w: {"ok": True, "state": {}},
+            ("*", "start"): lambda w: {"ok": True, "state": {"run_id": "r1", "digest": "d1", "pid": 7}},
             ("*", "stop"): lambda w: STOPPED,
             ("*", "stacks"): lambda w: STACKS,
             **handlers,
@@ -165,3 +165,39 @@ def test_a_lock_left_by_a_dead_process_here_is_taken_over() -> None:
     locks = [words[4:] for _, key, words in executor.calls if key == "lock"]  # python3 - lock DIR ...
     assert [x[0] for x in locks] == ["take", "take", "release"]
     assert locks[1][2:] == ["x"]  # broken in one step, naming the stale holder's token
+
+
+def stopped_after_start(executor: ScriptedExecutor, node: str) -> bool:
+    keys = executor.keys(node)
+    return "start" in keys and "stop" in keys[keys.index("start") :]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Result("", 0, '{"ok": true, "state": {"run_id": "r1", "dig\n', ""),  # cut short: not JSON
+        Result("", 0, '{"ok": true, "state": "started, trust me"}\n', ""),  # not the shape it must have
+        Result("", 0, '{"ok": true, "state": {"run_id": "r1\\u001b[2J", "digest": "d1"}}\n', ""),
+    ],
+    ids=["not-json", "wrong-shape", "control-character"],
+)
+def test_a_malformed_start_answer_stops_every_rank_already_started(answer: Result) -> None:
+    """n1 starts; n2's answer does not parse: nothing is left half-started, and n2 is named."""
+    cluster, executor = cluster_with({("n2", "start"): lambda w: answer})
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {}, FAST, Silent())
+    assert caught.value.message.startswith(
+        "could not start on n2: malformed answer from the node script start"
+    )
+    assert caught.value.hint == "every node was stopped"
+    assert stopped_after_start(executor, "n1") and stopped_after_start(executor, "n2")
+
+
+def test_a_start_that_fails_for_any_other_reason_still_stops_every_rank() -> None:
+    def broken(words: list[str]) -> Result:
+        raise RuntimeError("a bug in the launcher")
+
+    cluster, executor = cluster_with({("n2", "start"): broken})
+    with pytest.raises(RuntimeError, match="a bug in the launcher"):
+        up(cluster, {}, FAST, Silent())
+    assert stopped_after_start(executor, "n1") and stopped_after_start(executor, "n2")

@@ -14,12 +14,12 @@ import click
 
 from launcher.cli.common import JSON, connect_timeout, connecting, echo, ssh_options
 from launcher.cli.progress import Printer
+from launcher.core.spec.checks import ssh_target_problem
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
     from launcher.node.executor import Executor
 
-SSH_TARGET = re.compile(r"(?:[^@\s:]+@)?[^@\s:-][^@\s:]*(?::\d{1,5})?\Z")
 HOSTS = click.option(
     "--hosts",
     required=True,
@@ -38,10 +38,9 @@ def parse_hosts(text: str) -> tuple[str, ...]:
     if not hosts:
         raise click.BadParameter("give at least one host", param_hint="--hosts")
     for host in hosts:
-        if not SSH_TARGET.match(host):
-            raise click.BadParameter(
-                f"{host!r} is not an ssh target (alias or user@host[:port])", param_hint="--hosts"
-            )
+        problem = ssh_target_problem(host)
+        if problem:
+            raise click.BadParameter(f"{host!r} {problem}", param_hint="--hosts")
     repeated = sorted({h for h in hosts if hosts.count(h) > 1})
     if repeated:
         raise click.BadParameter(f"{repeated[0]} is given twice", param_hint="--hosts")

@@ -14,12 +14,13 @@ unchanged cluster is checked in one round trip per node, nothing started on any 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from launcher.catalogs import load_catalog
 from launcher.commands.inputs import gather
 from launcher.commands.probing import probe_tag, run_probe
 from launcher.core import remote
+from launcher.core.answers.facts import Facts
+from launcher.core.answers.probe import Listening, connected
 from launcher.core.checks import (
     Report,
     Row,
@@ -90,13 +91,13 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Repo
 def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
     spec, plan = cluster.spec, cluster.plan
     answers = gather(cluster, reach.on_listening, probe_tag() if probe else None)
-    reached = {n: "yes" if isinstance(a, dict) else a.reason for n, a in answers.items()}
+    reached = {n: a.reason if isinstance(a, SparkLaunchError) else "yes" for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
     hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
     rows = [
         Row("ssh", "reachable", reached, ok, None if ok else "\n".join(hints) or "fix SSH to the node first")
     ]
-    facts = {n: a for n, a in answers.items() if isinstance(a, dict)}
+    facts = {n: a for n, a in answers.items() if not isinstance(a, SparkLaunchError)}
     if len(facts) < len(answers):
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
@@ -117,7 +118,7 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
     return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 
-def _runnable(runtime: str, facts: dict[str, dict[str, Any]]) -> bool:
+def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
     """True when every node holds the vLLM the probe runs: the venv's binary, or the image."""
     key = "image_id" if runtime == "docker" else "vllm_binary"
     return all(f["vllm"].get(key) for f in facts.values())
@@ -131,43 +132,36 @@ class _Reach:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.workers = cluster.names[1:]
-        self.said: dict[str, Any] | None = None  # the head's word: listening, or why not
+        self.said: Listening | None = None  # the head's word: listening, or why not
         self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.workers)))
-        self.connects: dict[str, Future[dict[str, Any]]] = {}
+        self.connects: dict[str, Future[str | None]] = {}
 
-    def on_listening(self, event: dict[str, Any]) -> None:
+    def on_listening(self, event: Listening) -> None:
         """The head listens (or cannot): every worker connects now."""
-        if event.get("event") != "listening":
-            return
         self.said = event
         head, port = self.cluster.head.address, self.cluster.plan.master_port
-        if event.get("listening") and port is not None:
+        if event.port is not None and port is not None:
             for w in self.workers:
                 agent = self.cluster.agents[w]
-                self.connects[w] = self.pool.submit(agent.ask, remote.connect_call(agent.dir, head, port, 5))
+                call = remote.connect_call(agent.dir, head, port, 5)
+                self.connects[w] = self.pool.submit(agent.ask, call, connected)
 
-    def result(self, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    def result(self, facts: dict[str, Facts]) -> dict[str, str]:
         """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
         head = facts[self.cluster.head.name]
         if not self.workers or head.get("ours_running") or self.said is None:
             return {}
-        if not self.said.get("listening"):
-            return dict.fromkeys(self.workers, f"no listener on the head: {self.said.get('error')}")
-        return {w: _connected(_outcome(self.connects[w])) for w in self.workers}
+        if self.said.port is None:
+            return dict.fromkeys(self.workers, f"no listener on the head: {self.said.error}")
+        return {w: _connected(self.connects[w]) for w in self.workers}
 
     def close(self) -> None:
         """Let the connections still under way end by themselves (each has its own deadline)."""
         self.pool.shutdown(wait=False)
 
 
-def _outcome(future: Future[dict[str, Any]]) -> dict[str, Any] | SparkLaunchError:
+def _connected(future: Future[str | None]) -> str:
     try:
-        return future.result()
+        return future.result() or "yes"
     except SparkLaunchError as exc:
-        return exc
-
-
-def _connected(answer: dict[str, Any] | SparkLaunchError) -> str:
-    if isinstance(answer, SparkLaunchError):
-        return answer.reason
-    return "yes" if answer.get("ok") else str(answer.get("error"))
+        return exc.reason

@@ -28,6 +28,7 @@ from launcher.commands.receipts import bundle_files
 from launcher.commands.reporter import Reporter
 from launcher.commands.status import status
 from launcher.core import remote
+from launcher.core.answers.probe import gathered
 from launcher.core.redact import redact
 from launcher.core.reports import check_json, check_text, status_text
 from launcher.core.views import plan_json, plan_text
@@ -60,12 +61,12 @@ def collect(
     files.update(_attempt("status", lambda: _status(cluster)))
     reporter.info(f"gathering from {len(cluster.names)} node(s)")
     request = {"lines": lines, "venv": cluster.spec.vllm.venv, "secrets": list(cluster.spec.secrets)}
-    answers = cluster.each(lambda agent: agent.ask(remote.gather_call(agent.dir, request)))
+    answers = cluster.each(lambda agent: agent.ask(remote.gather_call(agent.dir, request), gathered))
     for name, answer in answers.items():
         if isinstance(answer, SparkLaunchError):
             files[f"nodes/{name}/error.txt"] = answer.render()
             continue
-        files.update(node_files(name, answer["files"]))
+        files.update(node_files(name, answer))
     values = [*secret_values.values(), *(os.environ[n] for n in cluster.spec.secrets if os.environ.get(n))]
     return {path: redact(text, values) for path, text in files.items()}
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.commands.reporter import Reporter
+from launcher.core.answers.run import Stopped
 from launcher.core.checks import Row
 from launcher.core.checks.router import router_row
 from launcher.core.endpoint import CONFIG_FILE, LIVE_PATH, EndpointPlan
 from launcher.core.remote import Call
 from launcher.errors import SparkLaunchError
-from launcher.node.agent import Agent
+from launcher.node.agent import Agent, NotStarted
 from launcher.node.cluster import new_run_id
 from launcher.node.executor import Executor, NodeError
 
@@ -80,16 +81,15 @@ def router_check(endpoint: Endpoint) -> Row:
 def endpoint_status(endpoint: Endpoint) -> dict[str, Any]:
     """Running or not, which plan, whether it answers, what it lists: for `status`."""
     answer = endpoint.agent.status()
-    state = answer.get("state") or {}
-    alive = bool(answer["alive"])
+    state, alive = answer.state, answer.alive
     live = alive and endpoint.live()
     return {
         "node": endpoint.plan.node.name,
         "url": endpoint.plan.url,
         "running": alive,
-        "pid": state.get("pid"),
-        "plan": state.get("digest"),
-        "plan_matches": state.get("digest") == endpoint.plan.digest,
+        "pid": state.pid if state else None,
+        "plan": state.digest if state else None,
+        "plan_matches": state is not None and state.digest == endpoint.plan.digest,
         "serving": live,
         "models": endpoint.models() if live else [],
     }
@@ -98,11 +98,11 @@ def endpoint_status(endpoint: Endpoint) -> dict[str, Any]:
 def start_endpoint(endpoint: Endpoint, secret_values: dict[str, str], reporter: Reporter) -> str:
     """Start the router unless it runs this plan; wait until it answers. Its URL."""
     found = endpoint.agent.status()
-    state = found.get("state") or {}
-    if found["alive"] and state.get("digest") == endpoint.plan.digest:
+    digest = found.state.digest if found.state else None
+    if found.alive and digest == endpoint.plan.digest:
         return endpoint.plan.url
-    if found["alive"]:
-        reporter.info(f"the endpoint runs another plan ({state.get('digest')}): replacing it")
+    if found.alive:
+        reporter.info(f"the endpoint runs another plan ({digest}): replacing it")
         stop_endpoint(endpoint, 10)
     reporter.info(f"starting the endpoint on {endpoint.plan.node.name} ({endpoint.plan.url})")
     directory = shlex.quote(endpoint.agent.dir)
@@ -112,9 +112,10 @@ def start_endpoint(endpoint: Endpoint, secret_values: dict[str, str], reporter: 
         timeout=30,
     )
     endpoint.agent.run(config).checked(endpoint.plan.node.name, "writing the endpoint's config")
-    started = endpoint.agent.start(_job(endpoint.plan, secret_values))
-    if not started.get("ok"):
-        raise EndpointFailed(f"could not start the endpoint: {started.get('error')}")
+    try:
+        endpoint.agent.start(_job(endpoint.plan, secret_values))
+    except NotStarted as exc:
+        raise EndpointFailed(f"could not start the endpoint: {exc.reason}") from None
     _wait(endpoint)
     return endpoint.plan.url
 
@@ -138,8 +139,8 @@ def _wait(endpoint: Endpoint, seconds: float = START_SECONDS) -> None:
         if endpoint.live():
             return
         status = endpoint.agent.status(0)
-        if not status["alive"]:
-            tail = " / ".join(status.get("log", "").strip().splitlines()[-3:])
+        if not status.alive:
+            tail = " / ".join((status.log or "").strip().splitlines()[-3:])
             raise EndpointFailed(f"the endpoint exited at start: {tail or 'no log'}", _HINT)
         time.sleep(1)
     stop_endpoint(endpoint, 10)
@@ -149,6 +150,6 @@ def _wait(endpoint: Endpoint, seconds: float = START_SECONDS) -> None:
 _HINT = "`spark-launch logs SPEC --endpoint` shows its log; is endpoint.venv built (scripts/router-venv.sh)?"
 
 
-def stop_endpoint(endpoint: Endpoint, grace: float) -> dict[str, Any]:
+def stop_endpoint(endpoint: Endpoint, grace: float) -> Stopped:
     """Stop the router (ours only); the stop script's answer."""
     return endpoint.agent.stop(grace)

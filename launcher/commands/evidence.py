@@ -14,6 +14,7 @@ from typing import Any
 
 from launcher.commands.receipts import now, runs_dir, write_private
 from launcher.core import remote
+from launcher.core.answers.probe import captured
 from launcher.core.redact import redact
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
@@ -45,7 +46,7 @@ def capture(cluster: Cluster, why: str, secrets: dict[str, str], run_id: str | N
     """Stacks and log tails of every node, now; kept on the nodes, here and (by the caller) in the receipt."""
     request = {"run_id": run_id, "venv": cluster.spec.vllm.venv, "lines": 200, "why": why}
     began = time.monotonic()
-    answers = cluster.each(lambda agent: agent.ask(remote.stacks_call(agent.dir, request)))
+    answers = cluster.each(lambda agent: agent.ask(remote.stacks_call(agent.dir, request), captured))
     nodes: dict[str, Any] = {}
     texts: dict[str, str] = {}
     for name, answer in answers.items():

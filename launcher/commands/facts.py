@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from launcher.core import remote
+from launcher.core.answers.discover import Discovered, discovered
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, fan_out
@@ -40,17 +41,19 @@ def agents(executor: Executor, names: tuple[str, ...]) -> dict[str, Agent]:
     return {name: Agent(executor, CLUSTER, name) for name in names}
 
 
-def gather(
-    by_name: Mapping[str, Agent], request: dict[str, Any]
-) -> dict[str, dict[str, Any] | SparkLaunchError]:
+def gather(by_name: Mapping[str, Agent], request: dict[str, Any]) -> dict[str, Discovered | SparkLaunchError]:
     """Every node's discover answer (or the error reaching it), asked in parallel."""
-    return fan_out(by_name, lambda name: by_name[name].ask(remote.discover_call(by_name[name].dir, request)))
+
+    def ask(name: str) -> Discovered:
+        return by_name[name].ask(remote.discover_call(by_name[name].dir, request), discovered)
+
+    return fan_out(by_name, ask)
 
 
-def all_facts(by_name: Mapping[str, Agent], request: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def all_facts(by_name: Mapping[str, Agent], request: dict[str, Any]) -> dict[str, Discovered]:
     """Every node's facts; HostsUnreachable naming each node that could not be asked."""
     answers = gather(by_name, request)
     errors = {n: a for n, a in answers.items() if isinstance(a, SparkLaunchError)}
     if errors:
         raise HostsUnreachable(errors)
-    return {n: a for n, a in answers.items() if isinstance(a, dict)}
+    return {n: a for n, a in answers.items() if not isinstance(a, SparkLaunchError)}

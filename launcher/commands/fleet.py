@@ -182,9 +182,9 @@ def down_fleet(deployments: Deployments, grace: float, reporter: Reporter) -> di
             reporter.info(f"endpoint: not stopped: {exc.message}")
             return results
         reporter.info(
-            f"endpoint on {deployments.endpoint.plan.node.name}: stopped {answer.get('found', 0)} process(es)"
+            f"endpoint on {deployments.endpoint.plan.node.name}: stopped {answer.found} process(es)"
         )
-        if answer.get("remaining"):
+        if answer.remaining:
             raise SparkLaunchError(
                 "the endpoint's processes survived SIGKILL", "look at them with ps on the node"
             )

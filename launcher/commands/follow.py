@@ -8,15 +8,14 @@ exit, and a node that stops answering within `lost_after` seconds.
 
 from __future__ import annotations
 
-import json
 import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from launcher.commands.reporter import Reporter
 from launcher.core import remote
+from launcher.core.answers.run import WatchEvent
 from launcher.core.serving.startup_log import STAGE_NAMES, NodeWatch
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
@@ -67,7 +66,8 @@ class Follower:
         self.cluster = cluster
         self.watches = watches
         self.seconds = seconds
-        self.events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+        # (node, its WatchEvent), (HEALTH, None), or what another watcher puts there
+        self.events: queue.Queue[tuple[str, object]] = queue.Queue()
         self.stopped = threading.Event()
 
     def start(self, health: bool = True) -> None:
@@ -85,17 +85,16 @@ class Follower:
         agent = self.cluster.agents[name]
         call = remote.watch_call(agent.dir, self.watches[name].offset, self.seconds)
 
-        def on_line(line: str) -> None:
+        def on_event(event: WatchEvent) -> None:
             if self.stopped.is_set():
                 raise StopStream
-            if line.startswith("{"):
-                self.events.put((name, json.loads(line)))
+            self.events.put((name, event))
 
         try:
-            agent.stream(call, on_line)
-            self.events.put((name, {"ended": "the connection closed"}))
-        except SparkLaunchError as exc:
-            self.events.put((name, {"ended": exc.message}))
+            agent.events(call, WatchEvent.parse, on_event)
+            self.events.put((name, WatchEvent(ended="the connection closed")))
+        except SparkLaunchError as exc:  # a malformed line too: the node counts as lost
+            self.events.put((name, WatchEvent(ended=exc.message)))
 
     def _health(self) -> None:
         head = self.cluster.head.name
@@ -105,7 +104,7 @@ class Follower:
             except NodeError:
                 continue
             if status == 200:
-                self.events.put((HEALTH, {"healthy": True}))
+                self.events.put((HEALTH, None))
 
 
 def follow(
@@ -126,18 +125,18 @@ def follow(
             try:
                 name, event = follower.events.get(timeout=0.2)
             except queue.Empty:
-                name, event = "", {}
+                name, event = "", None
             now = time.monotonic()
             if name == HEALTH:
                 return Served(now - began)
-            if name:
+            if isinstance(event, WatchEvent):
                 last_seen[name] = now
-                if "log" in event:
-                    watches[name].feed(event["log"], event["log_size"])
-                if event.get("alive") is False:
-                    return Exited(name, event.get("exit_code"), now - began)
-                if "ended" in event:
-                    return Lost(name, event["ended"])
+                if event.log is not None and event.log_size is not None:
+                    watches[name].feed(event.log, event.log_size)
+                if event.alive is False:
+                    return Exited(name, event.exit_code, now - began)
+                if event.ended is not None:
+                    return Lost(name, event.ended)
             reporter.stages({n: w.display for n, w in watches.items()}, now - began)
             silent = [n for n, seen in last_seen.items() if now - seen > lost_after]
             if silent:
@@ -158,9 +157,9 @@ def drain(cluster: Cluster, watches: dict[str, NodeWatch], seconds: float = 3.0)
                 status = cluster.agents[name].status(watch.offset)
             except SparkLaunchError:
                 return
-            if not status.get("log"):
+            if not status.log or status.log_size is None:
                 return
-            watch.feed(status["log"], status["log_size"])
+            watch.feed(status.log, status.log_size)
 
     threads = [threading.Thread(target=read, args=(n,), daemon=True) for n in watches]
     for thread in threads:

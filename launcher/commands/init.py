@@ -9,16 +9,16 @@ needs an edit is reported by line, never guessed.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from launcher.catalogs import known_versions, load_catalog
 from launcher.commands.facts import agents, all_facts
+from launcher.commands.listening import Listener
 from launcher.commands.reporter import Reporter
 from launcher.core import remote
+from launcher.core.answers.discover import Discovered
+from launcher.core.answers.probe import connected
 from launcher.core.init import decide, draft, interconnect, spec_file
 from launcher.core.init.spec_file import Written
 from launcher.errors import SparkLaunchError
@@ -36,7 +36,7 @@ class InitResult:
     spec: Written
     choice: interconnect.Choice
     warnings: tuple[str, ...]
-    facts: dict[str, dict[str, Any]]
+    facts: dict[str, Discovered]
     seconds: float
     lacking_model: tuple[str, ...] = ()  # nodes `sync models` must copy the model to
 
@@ -77,42 +77,21 @@ def _try(by_name: dict[str, Agent], candidate: interconnect.Candidate) -> dict[s
     """A listener on the head's address (any free port), a connection from every worker."""
     head, workers = candidate.head, candidate.links[1:]
     agent = by_name[head.node]
-    answered = threading.Event()
-    lines: list[dict[str, Any]] = []
+    listener = Listener(agent, remote.listen_call(agent.dir, head.address, 0, len(workers), LISTEN_SECONDS))
+    first = listener.first(LISTEN_SECONDS + 10)
+    if first.port is None:
+        return {w.node: f"no listener on {head.node} {head.address}: {first.error}" for w in workers}
+    port = first.port
 
-    def on_line(line: str) -> None:
-        if line.startswith("{"):
-            lines.append(json.loads(line))
-            answered.set()
-
-    def listen() -> None:
-        try:
-            agent.stream(
-                remote.listen_call(agent.dir, head.address, 0, len(workers), LISTEN_SECONDS), on_line
-            )
-        except SparkLaunchError as exc:
-            lines.append({"ok": False, "error": exc.message})
-        answered.set()
-
-    listener = threading.Thread(target=listen, daemon=True)
-    listener.start()
-    if not answered.wait(LISTEN_SECONDS + 10) or not lines[0].get("listening"):
-        error = lines[0].get("error", "no answer") if lines else "no answer"
-        return {w.node: f"no listener on {head.node} {head.address}: {error}" for w in workers}
-    port = int(lines[0]["port"])
-
-    def connect(node: str) -> dict[str, Any]:
-        return by_name[node].ask(remote.connect_call(by_name[node].dir, head.address, port, CONNECT_SECONDS))
+    def connect(node: str) -> str | None:
+        call = remote.connect_call(by_name[node].dir, head.address, port, CONNECT_SECONDS)
+        return by_name[node].ask(call, connected)
 
     results = fan_out([w.node for w in workers], connect)
-    reach = {
-        node: r.reason if isinstance(r, SparkLaunchError) else "yes" if r.get("ok") else str(r.get("error"))
-        for node, r in results.items()
-    }
+    reach = {node: r.reason if isinstance(r, SparkLaunchError) else r or "yes" for node, r in results.items()}
     if all(v == "yes" for v in reach.values()):
-        listener.join(LISTEN_SECONDS + 5)  # ends as soon as every worker's connection arrived
-        peers = set(lines[-1].get("peers", [])) if len(lines) > 1 else None
+        seen = listener.join(LISTEN_SECONDS + 5)  # ends as soon as every worker's connection arrived
         for w in workers:
-            if peers is not None and w.address not in peers:
+            if seen is not None and w.address not in seen:
                 reach[w.node] = f"connected, but {head.node} saw no connection from {w.address}"
     return reach

@@ -13,21 +13,22 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.core import remote
-from launcher.core.checks.model import weight_bytes
+from launcher.core.answers.facts import Facts
+from launcher.core.answers.probe import Listening
 from launcher.core.render import container_name
 from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import NodeError, fan_out
+from launcher.node.executor import fan_out
 
 LISTEN_SECONDS = 15  # how long the head waits for the workers' connections
 
 
 def gather(
     cluster: Cluster,
-    on_listening: Callable[[dict[str, Any]], None] | None = None,
+    on_listening: Callable[[Listening], None] | None = None,
     probe_tag: str | None = None,
-) -> dict[str, dict[str, Any] | SparkLaunchError]:
+) -> dict[str, Facts | SparkLaunchError]:
     """Every node's facts (vLLM install, engine env, network, host, memory) and manifests.
 
     With `on_listening`, the head listens on the master port for every worker while it
@@ -38,7 +39,7 @@ def gather(
     ports = sorted({p for p in (plan.api_port, plan.master_port) if p is not None})
     paths = [path for _, path in model_dirs(spec)]
 
-    def ask(name: str) -> dict[str, Any]:
+    def ask(name: str) -> Facts:
         node = next(n for n in spec.nodes if n.name == name)
         head = name == cluster.head.name
         request: dict[str, Any] = {
@@ -59,26 +60,18 @@ def gather(
             request["listen"] = {"port": plan.master_port, "expect": expect, "seconds": LISTEN_SECONDS}
         agent = cluster.agents[name]
         found = agent.facts(request, on_listening if listens else None)
-        found["models"] = {path: _model(name, (found.get("models") or {}).get(path)) for path in paths}
-        found["model"] = {"weight_bytes": weight_bytes(found["models"][spec.model.path])}
+        found["model"] = {"weight_bytes": found["models"][spec.model.path].total_bytes}
         return found
 
     return fan_out(cluster.names, ask)
 
 
-def _model(node: str, answer: dict[str, Any] | None) -> dict[str, Any]:
-    """One model directory's manifest from the facts' answer; a NodeError when it could not be read."""
-    if not isinstance(answer, dict):
-        raise NodeError(node, "the facts answer has no manifest of the model", "the node needs python3 3.8+")
-    if not answer.get("ok"):
-        raise NodeError(node, f"cannot read the model directory {answer.get('path')}: {answer.get('error')}")
-    return answer
-
-
-def gathered(cluster: Cluster) -> dict[str, dict[str, Any]]:
+def gathered(cluster: Cluster) -> dict[str, Facts]:
     """Every node's facts; the first node's error when one cannot be asked."""
     answers = gather(cluster)
-    for answer in answers.values():
+    found: dict[str, Facts] = {}
+    for name, answer in answers.items():
         if isinstance(answer, SparkLaunchError):
             raise answer
-    return {n: a for n, a in answers.items() if isinstance(a, dict)}
+        found[name] = answer
+    return found

@@ -100,7 +100,7 @@ def _keep_endpoint(
         say(node, "start failed", exc.message, "try again at the next look")
     while not stopping.wait(options.interval):
         try:
-            if not (endpoint.agent.status()["alive"] and endpoint.live()):
+            if not (endpoint.agent.status().alive and endpoint.live()):
                 say(node, "endpoint down", "not running or not answering", "start it again")
                 delay = options.policy.delay(restarts, time.monotonic())
                 if delay is None:

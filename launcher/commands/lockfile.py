@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from launcher.commands.inputs import gathered
+from launcher.core.answers.facts import Facts
 from launcher.core.receipts.content import node_inputs
 from launcher.core.receipts.lockfile import (
     Lock,
@@ -53,7 +53,7 @@ def read_lock(spec_path: str) -> Lock:
     return parse_lock(text, str(path))
 
 
-def current(cluster: Cluster, facts: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
+def current(cluster: Cluster, facts: Mapping[str, Facts]) -> dict[str, dict[str, str]]:
     """What each node holds now, as lock entries (nodes in rank order)."""
     return {n.name: entries(node_inputs(cluster.spec, n, facts[n.name])) for n in cluster.plan.nodes}
 
@@ -66,7 +66,7 @@ def write_lock(cluster: Cluster, spec_path: str) -> tuple[Path, dict[str, dict[s
     return path, nodes
 
 
-def refuse_drift(cluster: Cluster, lock: Lock, facts: Mapping[str, dict[str, Any]]) -> None:
+def refuse_drift(cluster: Cluster, lock: Lock, facts: Mapping[str, Facts]) -> None:
     """LockDrift naming every input that moved (the model's file, the build, the kernel), if any."""
     found = drift(lock.nodes, current(cluster, facts))
     if not found:

@@ -11,15 +11,15 @@ caches).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from launcher.core import remote
-from launcher.node.agent import Agent
+from launcher.core.answers.facts import ProbeFound
+from launcher.core.answers.probe import Probed
+from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 from launcher.node.scripts import tag as script_tag
-from launcher.node.scripts.probe import MARKER as PROBE_MARKER
 
 __all__ = ["probe_tag", "run_probe"]
 
@@ -29,41 +29,33 @@ def probe_tag() -> str:
     return script_tag("probe")
 
 
-def run_probe(cluster: Cluster, looked: dict[str, Any], fresh: bool) -> dict[str, dict[str, Any]]:
+def run_probe(
+    cluster: Cluster, looked: dict[str, ProbeFound | None], fresh: bool
+) -> dict[str, dict[str, Any]]:
     """Per node: the values its vLLM resolved (plus `cached`, `vllm_version`), or {"error": ...}.
 
-    `looked`: per node, what its facts call found in its probe cache ({"key", "cached"})."""
+    `looked`: per node, what its facts call found in its probe cache."""
     version = probe_tag()
 
-    def resolve(name: str) -> dict[str, Any]:
-        found = looked.get(name) or {}
-        if isinstance(found.get("cached"), dict) and not fresh:
-            return _resolved({**found["cached"], "cached": True})
+    def resolve(name: str) -> Probed:
+        found = looked.get(name)
+        if found is not None and found["cached"] is not None and not fresh:
+            return found["cached"]
         node = next(n for n in cluster.plan.nodes if n.name == name)
         agent = cluster.agents[name]
-        answer = _answer(agent, remote.probe_call(cluster.spec, node, version, fresh))
-        key = found.get("key")
-        if cluster.spec.vllm.runtime == "docker" and isinstance(key, str) and answer.get("ok"):
-            agent.run(remote.probe_save_call(key, answer)).checked(name, "keeping the probe's answer")
-        return _resolved(answer)
+        answer = agent.probe(remote.probe_call(cluster.spec, node, version, fresh))
+        key = found["key"] if found is not None else None
+        if cluster.spec.vllm.runtime == "docker" and key is not None and answer.error is None:
+            kept = {"ok": True, "resolved": answer.resolved, "vllm_version": answer.vllm_version}
+            agent.run(remote.probe_save_call(key, kept)).checked(name, "keeping the probe's answer")
+        return answer
 
-    answers = fan_out(cluster.names, resolve)
-    return {n: a if isinstance(a, dict) else {"error": a.reason} for n, a in answers.items()}
-
-
-def _answer(agent: Agent, call: remote.Call) -> dict[str, Any]:
-    """The probe's answer line, or what it said instead."""
-    result = agent.run(call)
-    lines = [x for x in result.stdout.splitlines() if x.startswith(PROBE_MARKER)]
-    if not lines:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
-        return {"ok": False, "error": " / ".join(tail) or f"exit {result.exited}"}
-    answer: dict[str, Any] = json.loads(lines[-1][len(PROBE_MARKER) :])
-    return answer
+    return {n: _resolved(a) for n, a in fan_out(cluster.names, resolve).items()}
 
 
-def _resolved(answer: dict[str, Any]) -> dict[str, Any]:
-    if not answer.get("ok"):
-        return {"error": answer.get("error", "?")}
-    cached, version = bool(answer.get("cached")), answer.get("vllm_version")
-    return {**answer["resolved"], "cached": cached, "vllm_version": version}
+def _resolved(answer: Probed | SparkLaunchError) -> dict[str, Any]:
+    if isinstance(answer, SparkLaunchError):
+        return {"error": answer.reason}
+    if answer.error is not None:
+        return {"error": answer.error}
+    return {**answer.resolved, "cached": answer.cached, "vllm_version": answer.vllm_version}

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from launcher.commands.serving import DEADLINE, head_health, watchdog
+from launcher.core.answers.run import NodeState
 from launcher.core.serving.state import ClusterStatus, NodeStatus
 from launcher.core.serving.watchdog import Counters
 from launcher.errors import SparkLaunchError
@@ -41,19 +41,19 @@ def status(
     return ClusterStatus(result.cluster, result.plan_digest, nodes, health, model, verdict, counters)
 
 
-def _node_status(name: str, rank: int, answer: dict[str, Any] | SparkLaunchError) -> NodeStatus:
+def _node_status(name: str, rank: int, answer: NodeState | SparkLaunchError) -> NodeStatus:
     if isinstance(answer, SparkLaunchError):
         return NodeStatus(name, rank, False, False, None, None, None, None, 0, None, answer.reason)
-    state = answer.get("state") or {}
+    state = answer.state
     return NodeStatus(
         name,
         rank,
         True,
-        bool(answer["alive"]),
-        state.get("pid"),
-        state.get("started_at"),
-        state.get("run_id"),
-        state.get("digest"),
-        int(answer.get("processes", 0)),
-        answer.get("exit_code"),
+        answer.alive,
+        state.pid if state else None,
+        state.started_at if state else None,
+        state.run_id if state else None,
+        state.digest if state else None,
+        answer.processes,
+        answer.exit_code,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from launcher.core.answers.run import Stopped
 from launcher.core.serving.state import DownResult
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
@@ -11,7 +12,7 @@ def stop_reachable(cluster: Cluster, grace: float) -> tuple[DownResult, dict[str
     """Stop every process of ours on every node that answers, at once; and the nodes that did not."""
     containers = cluster.spec.vllm.runtime == "docker"
     results = cluster.each(lambda agent: agent.stop(grace, containers))
-    stopped = {n: r for n, r in results.items() if isinstance(r, dict)}
+    stopped = {n: r for n, r in results.items() if isinstance(r, Stopped)}
     return DownResult(stopped), {n: r for n, r in results.items() if isinstance(r, SparkLaunchError)}
 
 

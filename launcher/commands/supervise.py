@@ -170,7 +170,7 @@ def _keep_evidence(cluster: Cluster, secret_values: dict[str, str], trouble: Tro
 def _stop(cluster: Cluster, options: SuperviseOptions, say: Say) -> None:
     """Stop every rank that answers; an event names any node that could not be reached."""
     result, unreachable = stop_reachable(cluster, options.up.grace)
-    left = {n: r["remaining"] for n, r in result.per_node.items() if r.get("remaining")}
+    left = {n: r.remaining for n, r in result.per_node.items() if r.remaining}
     for name, error in unreachable.items():
         say(name, "cannot stop", error.message, "it is stopped once reachable (the next start checks)")
     for name, count in left.items():

@@ -7,8 +7,8 @@ or Ctrl-C stops every node that answers (and names any that could not be reached
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
@@ -20,6 +20,7 @@ from launcher.commands.receipts import Run, record_run
 from launcher.commands.reporter import Reporter
 from launcher.commands.serving import LOST_AFTER_SECONDS, complete
 from launcher.commands.stopping import stop_all, stop_reachable
+from launcher.core.answers.run import NodeState, RunState
 from launcher.core.checks import Report
 from launcher.core.receipts.lockfile import Lock
 from launcher.core.remote import node_job
@@ -100,7 +101,7 @@ def up(
     with cluster.locked("up", run_id):
         existing = _running(cluster)
         if existing:
-            digests = {s["state"]["digest"] for s in existing.values() if s.get("state")}
+            digests = {s.state.digest for s in existing.values() if s.state}
             if len(existing) == len(cluster.names) and digests == {cluster.plan.digest}:
                 return UpResult(
                     False,
@@ -154,13 +155,13 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Re
     return report
 
 
-def _running(cluster: Cluster) -> dict[str, dict[str, Any]]:
+def _running(cluster: Cluster) -> dict[str, NodeState]:
     """Nodes with a live process of ours; an unreachable node is an error here."""
     statuses = cluster.each(lambda agent: agent.status())
     errors = {n: s for n, s in statuses.items() if isinstance(s, SparkLaunchError)}
     if errors:  # every one named: fixing SSH node by node, one run each, is the slow way
         raise Unreachable(errors, len(cluster.names), "nothing was started")
-    return {name: s for name, s in statuses.items() if isinstance(s, dict) and s["alive"]}
+    return {name: s for name, s in statuses.items() if isinstance(s, NodeState) and s.alive}
 
 
 def _start_and_wait(
@@ -174,17 +175,11 @@ def _start_and_wait(
     )
     commands = {n.name: n for n in cluster.plan.nodes}
 
-    def start(agent: Agent) -> dict[str, Any]:
+    def start(agent: Agent) -> RunState:
         return agent.start(node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values))
 
     try:
-        started = cluster.each(start)
-        failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError) or not s["ok"]}
-        if failed:
-            left = _stop_what_answers(cluster, options)
-            name, why = next(iter(failed.items()))
-            reason = why.reason if isinstance(why, SparkLaunchError) else why.get("error")
-            raise StartupFailed(f"could not start on {name}: {reason}", left, [])
+        _start_all(cluster, start, options)
         if not options.wait:
             return UpResult(
                 True,
@@ -207,6 +202,21 @@ def _start_and_wait(
         model,
         f"{cluster.spec.name} serves {model} at {_url(cluster)} ({seconds:.1f} s)",
     )
+
+
+def _start_all(cluster: Cluster, start: Callable[[Agent], RunState], options: UpOptions) -> None:
+    """Start every rank at once; if any did not start (for any reason), stop every one that did."""
+    try:
+        started = cluster.each(start)
+    except Exception:  # not a node's error (those are values): still nothing left half-started
+        _stop_what_answers(cluster, options)
+        raise
+    failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError)}
+    if failed:
+        left = _stop_what_answers(cluster, options)
+        name, why = next(iter(failed.items()))
+        reason = why.reason if isinstance(why, NodeError) and why.node == name else why.message
+        raise StartupFailed(f"could not start on {name}: {reason}", left, [])
 
 
 def _stop_what_answers(cluster: Cluster, options: UpOptions) -> str:

@@ -13,12 +13,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from launcher.commands.follow import Follower, drain
 from launcher.commands.reporter import Reporter
 from launcher.commands.serving import LOST_AFTER_SECONDS, head_verdict
 from launcher.commands.status import status
+from launcher.core.answers.run import WatchEvent
 from launcher.core.serving.startup_log import NodeWatch, diagnose
 from launcher.core.serving.watchdog import DOWN, SERVING, WEDGED, Counters, Verdict
 from launcher.errors import ExitStatus, SparkLaunchError
@@ -35,6 +36,14 @@ class Say(Protocol):
 
     def __call__(self, node: str | None, what: str, why: str, action: str) -> None:
         """Emit it."""
+
+
+@dataclass(frozen=True)
+class HeadVerdict:
+    """The watchdog's verdict on the head, and the counters it read."""
+
+    verdict: Verdict
+    counters: Counters | None
 
 
 @dataclass(frozen=True)
@@ -97,17 +106,17 @@ def _follow(
         try:
             name, event = follower.events.get(timeout=0.5)
         except queue.Empty:
-            name, event = "", {}
+            name, event = "", None
         now = clock()
-        if name == VERDICT:
+        if name == VERDICT and isinstance(event, HeadVerdict):
             asking = False
-            verdict, since = event["verdict"], event["counters"] or since
+            verdict, since = event.verdict, event.counters or since
             downs = downs + 1 if verdict.state == DOWN else 0
             trouble = _judged(cluster, verdict, downs, interval, say)
             if trouble:
                 return trouble
             next_verdict = now + (interval if verdict.state == SERVING else min(interval, SOON))
-        elif name:
+        elif isinstance(event, WatchEvent):
             last_seen[name] = now
             trouble = _node_event(watches, name, event, now - began)
             if trouble:
@@ -120,20 +129,18 @@ def _follow(
             threading.Thread(target=_ask_head, args=(follower, cluster, deadline, since), daemon=True).start()
 
 
-def _node_event(
-    watches: dict[str, NodeWatch], name: str, event: dict[str, Any], age: float
-) -> Trouble | None:
+def _node_event(watches: dict[str, NodeWatch], name: str, event: WatchEvent, age: float) -> Trouble | None:
     """A line from a node's watch: log, a heartbeat, the rank's exit, or the stream's end."""
-    if "log" in event:
-        watches[name].feed(event["log"], event["log_size"])
-    if event.get("alive") is False:
-        code = event.get("exit_code")
+    if event.log is not None and event.log_size is not None:
+        watches[name].feed(event.log, event.log_size)
+    if event.alive is False:
+        code = event.exit_code
         how = f"exit status {code}" if code is not None else "its processes are gone"
         return Trouble(name, "rank exited", how)
-    if "ended" in event:
+    if event.ended is not None:
         if age >= STREAM_SECONDS:
-            return Trouble(name, "renew", event["ended"])
-        return Trouble(name, "node lost", event["ended"], ExitStatus.UNREACHABLE)
+            return Trouble(name, "renew", event.ended)
+        return Trouble(name, "node lost", event.ended, ExitStatus.UNREACHABLE)
     return None
 
 
@@ -155,7 +162,7 @@ def _ask_head(follower: Follower, cluster: Cluster, deadline: float, since: Coun
         verdict, counters = head_verdict(cluster, deadline, since)
     except Exception as exc:  # a failure to look is no proof it serves; the thread must still answer
         verdict, counters = Verdict(DOWN, f"the watchdog could not ask the head: {exc}"), None
-    follower.events.put((VERDICT, {"verdict": verdict, "counters": counters}))
+    follower.events.put((VERDICT, HeadVerdict(verdict, counters)))
 
 
 def _look_again(cluster: Cluster, deadline: float) -> str | None:

@@ -122,19 +122,19 @@ def down_lines(result: DownResult) -> list[str]:
     """One line per node: what `down` stopped there, and anything left."""
     lines = []
     for name, r in result.per_node.items():
-        if r.get("error"):
-            lines.append(f"{name}: FAILED: {r['error']}")
+        if r.error:
+            lines.append(f"{name}: FAILED: {r.error}")
             continue
-        if r.get("containers"):
-            what = f"stopped {r['found']} container(s), removed {r['removed']}" if r["removed"] else ""
+        if r.containers:
+            what = f"stopped {r.found} container(s), removed {r.removed}" if r.removed else ""
             what = what or "nothing running"
-        elif r["found"]:
-            what = f"stopped {r['found']} process(es) in {r['groups']} group(s)"
-            what += f", {r['killed']} needed SIGKILL" if r["killed"] else ""
+        elif r.found:
+            what = f"stopped {r.found} process(es) in {r.groups} group(s)"
+            what += f", {r.killed} needed SIGKILL" if r.killed else ""
         else:
             what = "nothing running"
-        if r["remaining"]:
-            what += f"; {r['remaining']} STILL RUNNING"
+        if r.remaining:
+            what += f"; {r.remaining} STILL RUNNING"
         elif what != "nothing running":
             what += "; none left"
         lines.append(f"{name}: {what}")

@@ -1,16 +1,42 @@
-"""Talking to one node: execute the Calls of `core.remote` there and read their JSON answers."""
+"""Talking to one node: execute the Calls of `core.remote` there, and read their answers strictly.
+
+Every answer goes through a parser of `core.answers` here, at the boundary: what a node
+says that does not parse (forged, truncated, hostile) is a NodeError naming the node and
+what was wrong, and so is an answer that says its job failed. Commands get typed values.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from launcher.core import remote
+from launcher.core.answers import facts as facts_answer
+from launcher.core.answers import sync as sync_answer
+from launcher.core.answers.facts import Facts, ImageFacts
+from launcher.core.answers.probe import Listening, Probed
+from launcher.core.answers.read import BadAnswer, Refused, loads
+from launcher.core.answers.run import Locked, NodeState, RunState, Stopped, started
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
+from launcher.core.sync.manifest import Manifest
+from launcher.errors import ExitStatus
 from launcher.node.executor import Executor, NodeError, Result, Stream
 from launcher.node.scripts import bundle
+from launcher.node.scripts.probe import MARKER as PROBE_MARKER
+
+T = TypeVar("T")
+FORGED = (
+    "spark-launch reads every node's answer strictly: nothing it asked for was acted on; "
+    "look at what runs as python3 on that node, and at the scripts' output there"
+)
+
+
+class NotStarted(NodeError):
+    """The node's start script would not start the job (it runs already, no such program...)."""
+
+    exit_status = ExitStatus.FAILURE
 
 
 def stdin_of(call: Call) -> str | None:
@@ -30,8 +56,18 @@ class Agent:
         """Execute a call; its Result, whatever the exit status."""
         return self.executor.run(self.node, call.command, stdin=stdin_of(call), timeout=call.timeout)
 
-    def ask(self, call: Call) -> dict[str, Any]:
-        """Execute a script call; its JSON answer (the last JSON line), or a NodeError."""
+    @contextmanager
+    def reading(self, what: str) -> Iterator[None]:
+        """Turn a malformed or refusing answer of `what` into a NodeError naming this node."""
+        try:
+            yield
+        except BadAnswer as exc:
+            raise NodeError(self.node, f"malformed answer from {what}: {exc}", FORGED) from None
+        except Refused as exc:
+            raise NodeError(self.node, f"{what}: {exc}") from None
+
+    def ask(self, call: Call, parse: Callable[[object], T]) -> T:
+        """Execute a script call; its answer (the last JSON line) as `parse` reads it."""
         result = self.run(call)
         lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
         if not lines:
@@ -41,8 +77,21 @@ class Agent:
                 f"the node script {call.script} failed: {' / '.join(detail) or 'no output'}",
                 "the node needs python3 (3.8 or newer) on its PATH",
             )
-        answer: dict[str, Any] = json.loads(lines[-1])
-        return answer
+        with self.reading(f"the node script {call.script}"):
+            return parse(loads(lines[-1]))
+
+    def events(self, call: Call, parse: Callable[[object], T], on_event: Callable[[T], None]) -> Result:
+        """Execute a call whose JSON lines come as they are written; each one parsed, to `on_event`."""
+
+        what = f"the node script {call.script}" if call.script else f"`{call.command[:60]}`"
+
+        def on_line(line: str) -> None:
+            if line.startswith("{"):
+                with self.reading(what):
+                    event = parse(loads(line))
+                on_event(event)
+
+        return self.stream(call, on_line)
 
     def stream(self, call: Call, on_line: Callable[[str], None]) -> Result:
         """Execute a call whose output comes line by line."""
@@ -57,92 +106,101 @@ class Agent:
         stream.send_eof()
         return stream
 
-    def start(self, job: dict[str, Any]) -> dict[str, Any]:
-        """Hand the job over and start it; the start script's answer."""
+    def start(self, job: dict[str, Any]) -> RunState:
+        """Hand the job over and start it; what runs now, or a NodeError saying why it does not."""
         handover, start = remote.start_calls(self.dir, job)
         self.run(handover).checked(self.node, "writing the job to the run directory")
-        return self.ask(start)
+        answer = self.ask(start, started)
+        if isinstance(answer, str):
+            raise NotStarted(self.node, answer)
+        return answer
 
-    def status(self, offset: int | None = None) -> dict[str, Any]:
+    def status(self, offset: int | None = None) -> NodeState:
         """State, liveness and exit status; with `offset`, the log from there on."""
-        return self.ask(remote.status_call(self.dir, offset))
+        return self.ask(remote.status_call(self.dir, offset), NodeState.parse)
 
-    def stop(self, grace: float, containers: bool = False) -> dict[str, Any]:
+    def stop(self, grace: float, containers: bool = False) -> Stopped:
         """Stop every process (with `containers`: every container) of ours on the node."""
-        return self.ask(remote.stop_call(self.dir, grace, containers))
+        return self.ask(remote.stop_call(self.dir, grace, containers), Stopped.parse)
 
     def logs(self, lines: int, follow: bool, on_line: Callable[[str], None]) -> None:
         """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
         self.stream(remote.logs_call(self.dir, lines, follow), on_line)
 
-    def lock(self, holder: dict[str, Any], stale: str | None = None) -> dict[str, Any]:
+    def lock(self, holder: dict[str, Any], stale: str | None = None) -> Locked:
         """Take the cluster lock (kept beside this node's run directory); with `stale`, break
         the lock of the holder with that token in the same step, if it still has it."""
-        return self.ask(remote.lock_call(self.dir, holder, stale))
+        return self.ask(remote.lock_call(self.dir, holder, stale), Locked.parse)
 
-    def unlock(self, token: str) -> dict[str, Any]:
+    def unlock(self, token: str) -> Locked:
         """Release the cluster lock held with `token` ('*' forces it)."""
-        return self.ask(remote.unlock_call(self.dir, token))
+        return self.ask(remote.unlock_call(self.dir, token), Locked.parse)
 
-    def image(self, image: str) -> dict[str, Any]:
+    def image(self, image: str) -> ImageFacts:
         """The image as the node's engine holds it, and the engine's free space."""
-        return self.ask(remote.image_call(self.dir, image))
+        return self.ask(remote.image_call(self.dir, image), ImageFacts.parse)
 
-    def facts(
-        self, request: dict[str, Any], on_event: Callable[[dict[str, Any]], None] | None = None
-    ) -> dict[str, Any]:
-        """What `check` compares, gathered on the node; its events (the listener's) to `on_event`."""
-        call = remote.facts_call(self.dir, request)
-        if on_event is None:
-            return self.ask(call)
-        answer: dict[str, Any] = {}
+    def facts(self, request: dict[str, Any], on_event: Callable[[Listening], None] | None = None) -> Facts:
+        """What `check` compares, gathered on the node in one call (its model manifests and its
+        probe cache's answer too); the head's listener's word to `on_event` as soon as it comes."""
+        found: list[Facts] = []
 
-        def on_line(line: str) -> None:
-            if line.startswith("{"):
-                data = json.loads(line)
-                if "event" in data:
-                    on_event(data)
-                else:
-                    answer.clear()
-                    answer.update(data)
+        def parse(raw: object) -> Listening | sync_answer.Hashing | Facts:
+            said = facts_answer.listening_event(raw) or sync_answer.manifest_event(raw)
+            return said if said is not None else facts_answer.facts(raw)
 
-        result = self.stream(call, on_line)
-        if not answer:
+        def on_line(event: Listening | sync_answer.Hashing | Facts) -> None:
+            if isinstance(event, Listening):
+                if on_event is not None:
+                    on_event(event)
+            elif not isinstance(event, sync_answer.Hashing):  # a first hash of a model: progress
+                found.append(event)
+
+        result = self.events(remote.facts_call(self.dir, request), parse, on_line)
+        if not found:
             detail = " / ".join(result.stderr.strip().splitlines()[-3:])
             raise NodeError(
                 self.node,
                 f"the node script facts failed (exit {result.exited}): {detail or 'no output'}",
                 "the node needs python3 (3.8 or newer) on its PATH",
             )
-        return answer
+        return found[-1]
+
+    def probe(self, call: Call) -> Probed:
+        """The node's own vLLM resolving its command (the probe's marked line), or why it could not."""
+        result = self.run(call)
+        lines = [x for x in result.stdout.splitlines() if x.startswith(PROBE_MARKER)]
+        if not lines:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
+            return Probed({}, error=" / ".join(tail) or f"exit {result.exited}")
+        with self.reading("the probe"):
+            return Probed.parse(loads(lines[-1][len(PROBE_MARKER) :]))
 
     def manifest(
         self,
         path: str,
-        on_event: Callable[[dict[str, Any]], None] | None = None,
+        on_event: Callable[[sync_answer.Hashing], None] | None = None,
         adopt: dict[str, list[Any]] | None = None,
-    ) -> dict[str, Any]:
+    ) -> Manifest:
         """A model directory's manifest; hashing progress goes to `on_event` as it comes.
 
         `adopt`: files a copy has just proven, recorded as hashed (`remote.manifest_call`)."""
-        answer: dict[str, Any] = {}
+        found: list[Manifest] = []
 
-        def on_line(line: str) -> None:
-            if line.startswith("{"):
-                data = json.loads(line)
-                if "event" in data:
-                    if on_event is not None:
-                        on_event(data)
-                else:
-                    answer.update(data)
+        def parse(raw: object) -> sync_answer.Hashing | Manifest:
+            return sync_answer.manifest_event(raw) or sync_answer.manifest(raw, path)
 
-        result = self.stream(remote.manifest_call(self.dir, path, adopt), on_line)
-        if not answer:
+        def on_line(event: sync_answer.Hashing | Manifest) -> None:
+            if isinstance(event, Manifest):
+                found.append(event)
+            elif on_event is not None:
+                on_event(event)
+
+        result = self.events(remote.manifest_call(self.dir, path, adopt), parse, on_line)
+        if not found:
             raise NodeError(
                 self.node,
                 f"the node script manifest failed on {path} (exit {result.exited})",
                 "the node needs python3 (3.8 or newer) on its PATH",
             )
-        if not answer.get("ok"):
-            raise NodeError(self.node, f"cannot read the model directory {path}: {answer.get('error')}")
-        return answer
+        return found[-1]

@@ -8,7 +8,7 @@ import secrets as pysecrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
@@ -19,6 +19,7 @@ from launcher.node.executor import Executor, NodeError, fan_out
 from launcher.node.locking import ClusterBusy, busy, holder_is_stale, lock_holder
 
 __all__ = ["Cluster", "ClusterBusy", "Unreachable", "new_run_id"]
+T = TypeVar("T")
 
 
 class Unreachable(SparkLaunchError):
@@ -77,7 +78,7 @@ class Cluster:
         host = self.spec.serve.get("host")
         return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
 
-    def each(self, task: Callable[[Agent], dict[str, Any]]) -> dict[str, dict[str, Any] | SparkLaunchError]:
+    def each(self, task: Callable[[Agent], T]) -> dict[str, T | SparkLaunchError]:
         """Run an agent call on every node at once."""
         return fan_out(self.names, lambda name: task(self.agents[name]))
 
@@ -113,11 +114,11 @@ class Cluster:
         holder = lock_holder(command, run_id)
         agent = self.agents[self.head.name]
         answer = agent.lock(holder)
-        other = answer.get("holder") or {}
-        if not answer["ok"] and (other.get("token") in self._unreleased or holder_is_stale(other)):
-            answer = agent.lock(holder, stale=str(other.get("token")))
-        if not answer["ok"]:
-            raise busy(self.spec.name, self.head.name, answer.get("holder") or {})
+        other = answer.holder
+        if not answer.ok and (other.token in self._unreleased or holder_is_stale(other.as_dict())):
+            answer = agent.lock(holder, stale=str(other.token))
+        if not answer.ok:
+            raise busy(self.spec.name, self.head.name, answer.holder.as_dict())
         try:
             yield
         finally:

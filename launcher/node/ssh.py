@@ -25,16 +25,17 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
+from launcher.core.spec.checks import ssh_target_problem
 from launcher.errors import InputError
-from launcher.node.executor import HttpResponse, NodeError, Relayed, Result, StopStream, Stream, fan_out
-from launcher.node.relay import OnSent, pump
-from launcher.node.ssh_failures import Target, failure, kind_of, known_hosts_files, lost
+from launcher.node import output
+from launcher.node.channel import ChannelStream, KeptOpen
+from launcher.node.executor import HttpResponse, NodeError, Result, Stream, fan_out
+from launcher.node.ssh_failures import Target, failure, hop_of, kind_of, known_hosts_files, lost
 
 # paramiko logs transport failures (with tracebacks) from its own threads; every failure
 # that matters reaches the user as a NodeError instead.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
-RELAY_CHUNK = 1 << 20
 RELAY_WINDOW = 64 << 20  # bytes a node may send before we acknowledge: keeps a bulk stream full
 RELAY_PACKET = 1 << 18  # the largest packet a node may send us: fewer packets, less per-packet work
 # AES-GCM first (when the server offers it): no separate MAC pass, twice the bulk throughput here.
@@ -76,6 +77,10 @@ class SshExecutor:
                 "fix --ssh-config or the spec's ssh_config key (a relative path is read from the spec's "
                 "folder)",
             )
+        for node, target in targets.items():
+            problem = ssh_target_problem(target)
+            if problem:
+                raise NodeError(node, f"{target!r} {problem}: refusing it", "fix the node's ssh target")
         self.targets = targets
         self.ssh_config = ssh_config
         self.connect_timeout = connect_timeout
@@ -122,6 +127,14 @@ class SshExecutor:
     def _new_connection(self, node: str) -> Connection:
         config = Config(runtime_ssh_path=os.path.expanduser(self.ssh_config)) if self.ssh_config else Config()
         conn = Connection(self.targets[node], config=config)
+        hop: Any = conn
+        while isinstance(hop, Connection):  # every ProxyJump hop by the final host's rules
+            self._setup(node, hop)
+            hop = hop.gateway
+        return conn
+
+    def _setup(self, node: str, conn: Connection) -> None:
+        """Timeouts, ciphers and host-key checking of one connection (a hop's too), by its Host block."""
         # fabric reads ConnectTimeout (as whole seconds) for the TCP connection only; the greeting,
         # the handshake and the authentication each get the same bound, or a silent peer holds us.
         timeout = self.connect_timeout or float(
@@ -144,7 +157,6 @@ class SshExecutor:
             conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         identities = " ".join(conn.ssh_config.get("identityfile", [])) or "ssh-agent and the default keys"
         log.info("%s: %s; StrictHostKeyChecking %s; %s", node, self._target(node, conn), strict, identities)
-        return conn
 
     @contextmanager
     def _errors(self, node: str, conn: Connection | None = None, since: float = 0.0) -> Iterator[None]:
@@ -158,16 +170,20 @@ class SshExecutor:
                 raise NodeError(
                     node, lost(detail), "the node may have rebooted or the network dropped"
                 ) from None
-            target = self._target(node, conn)
+            hop = hop_of(conn, exc)
+            target = self._target(node, hop or conn)
             kind, detail = kind_of(exc)
             if kind == "no-greeting" and time.monotonic() - since < target.timeout / 2:
                 kind = "closed"  # it hung up long before the timeout: no SSH server, or one refusing us
-            raise NodeError(node, *failure(kind, detail, target)) from None
+            reason, hint = failure(kind, detail, target)
+            raise NodeError(
+                node, f"the ProxyJump hop {hop.original_host}: {reason}" if hop else reason, hint
+            ) from None
 
     def _target(self, node: str, conn: Connection) -> Target:
         """The node's target as its ssh_config resolved it, for the failure's words."""
         return Target(
-            alias=self.targets[node],
+            alias=self.targets[node] if conn.original_host == self.targets[node] else str(conn.original_host),
             user=str(conn.user),
             host=str(conn.host),
             port=int(conn.port),
@@ -179,34 +195,20 @@ class SshExecutor:
 
     # -- the Executor interface --------------------------------------------------------
     def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
-        """Run `command` in the node's login shell; stdin (if any) is sent, then closed."""
-        client = self.connection(node).client
+        """Run `command` in the node's login shell; stdin (if any) is sent, then closed.
+
+        stdout and stderr are read at once (either one left unread stalls the other), each
+        up to a limit: past it, the command is ended and this is a NodeError.
+        """
         with self._errors(node):
-            chan_in, chan_out, chan_err = client.exec_command(command, timeout=timeout)
-            if stdin is not None:
-                chan_in.write(stdin.encode())
-            chan_in.channel.shutdown_write()
-            out = chan_out.read().decode(errors="replace")
-            err = chan_err.read().decode(errors="replace")
-            return Result(command, chan_out.channel.recv_exit_status(), out, err)
+            return output.collect(node, command, self._open(node, command, timeout=timeout), stdin, timeout)
 
     def stream(
         self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
     ) -> Result:
-        """Run `command`, handing each stdout line to `on_line` as it arrives."""
-        client = self.connection(node).client
+        """Run `command`, handing each stdout line to `on_line` as it arrives (stderr drained meanwhile)."""
         with self._errors(node):
-            chan_in, chan_out, _ = client.exec_command(command)
-            if stdin is not None:
-                chan_in.write(stdin.encode())
-            chan_in.channel.shutdown_write()
-            try:
-                for line in chan_out:
-                    on_line(line.rstrip("\n"))
-            except StopStream:
-                chan_out.channel.close()  # the remote side sees its next write fail, and ends
-                return Result(command, -1, "", "")
-            return Result(command, chan_out.channel.recv_exit_status(), "", "")
+            return output.follow(node, command, self._open(node, command), on_line, stdin)
 
     def http(
         self,
@@ -235,7 +237,7 @@ class SshExecutor:
             ) from None
         channel.settimeout(timeout)
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
-        conn.sock = channel
+        conn.sock = KeptOpen(channel)  # the body is read before the channel closes
         try:
             sent: dict[str, Any] = {
                 **({"Content-Type": "application/json"} if body is not None else {}),
@@ -243,7 +245,8 @@ class SshExecutor:
             }
             conn.request(method, path, body, sent)
             response = conn.getresponse()
-            return HttpResponse(response.status, response.read())
+            read = output.body(node, f"HTTP {method} {path} on {host}:{port}", response.read)
+            return HttpResponse(response.status, read)
         except (OSError, http.client.HTTPException) as exc:
             raise NodeError(
                 node, f"HTTP {method} {path} on {host}:{port} failed: {exc or type(exc).__name__}"
@@ -252,119 +255,31 @@ class SshExecutor:
             channel.close()
 
     def open(self, node: str, command: str) -> Stream:
-        """Start `command` on its own channel; its stdin and stdout stay open as byte streams."""
-        return _ChannelStream(self._channel(node, command))
+        """Start `command` on its own channel; its stdin, stdout and stderr stay open as byte streams.
 
-    def relay(
-        self, source: str, command: str, targets: dict[str, str], on_progress: OnSent | None = None
-    ) -> Relayed:
-        """Stream `command`'s output on `source` into every target's command, through this process.
-
-        One read from the source feeds every target (the source runs once); a target whose
-        command ends early is dropped and the others go on. Channels get a large window,
-        so the stream is not throttled by acknowledgements.
+        The channel gets a large window, so a bulk stream is not throttled by acknowledgements.
         """
-        sinks: dict[str, paramiko.Channel] = {}
-        results: dict[str, Result | NodeError] = {}
-        for name, cmd in targets.items():
-            try:
-                sinks[name] = self._channel(name, cmd)
-            except NodeError as exc:
-                results[name] = exc
-        src = self._channel(source, command)
-        outputs: dict[str, tuple[bytearray, bytearray]] = {n: (bytearray(), bytearray()) for n in sinks}
+        return self._open(node, command, RELAY_WINDOW)
 
-        def writer(name: str) -> Callable[[bytes], None]:
-            def write(block: bytes) -> None:
-                sinks[name].sendall(block)
-                _drain(sinks[name], outputs[name])
-
-            return write
-
-        broken = (OSError, EOFError, paramiko.SSHException)
-        sent, failed = pump(lambda: src.recv(RELAY_CHUNK), {n: writer(n) for n in sinks}, broken, on_progress)
-        if failed is not None:
-            with self._errors(source):
-                raise failed
-        stopped = not src.eof_received
-        if stopped:
-            src.close()  # nobody took more: the source's command gets SIGPIPE
-        for name, chan in sinks.items():
-            with self._errors(name):
-                chan.shutdown_write()
-                code = chan.recv_exit_status()
-                _drain(chan, outputs[name], everything=True)
-            out, err = (bytes(b).decode(errors="replace") for b in outputs[name])
-            results[name] = Result(targets[name], code, out, err)
-        with self._errors(source):
-            error = b"".join(iter(lambda: src.recv_stderr(65536), b"")).decode(errors="replace")
-            code = -1 if stopped else src.recv_exit_status()
-        return Relayed(Result(command, code, "", error), results, sent)
-
-    def _channel(self, node: str, command: str) -> paramiko.Channel:
-        """A session channel on `node` running `command`, with a large window for bulk data."""
+    def _open(
+        self, node: str, command: str, window: int | None = None, timeout: float | None = None
+    ) -> Stream:
+        """`command` on a session channel of its own (a window for bulk data if asked)."""
         transport = self.connection(node).client.get_transport()
         if transport is None:
             raise NodeError(node, "the SSH connection closed")
         with self._errors(node):
-            channel: paramiko.Channel = transport.open_session(
-                window_size=RELAY_WINDOW, max_packet_size=RELAY_PACKET
-            )
+            sizes = {"window_size": window, "max_packet_size": RELAY_PACKET} if window else {}
+            channel: paramiko.Channel = transport.open_session(**sizes)
+            channel.settimeout(timeout)
             channel.exec_command(command)
-            return channel
+            return ChannelStream(channel, (EOFError, paramiko.SSHException))
 
     def close(self) -> None:
         """Close every connection."""
         for conn in self._connections.values():
             conn.close()
         self._connections.clear()
-
-
-class _ChannelStream:
-    """A command on an SSH channel as a Stream."""
-
-    def __init__(self, channel: paramiko.Channel) -> None:
-        self.channel = channel
-
-    def send(self, data: bytes) -> None:
-        """Write to the command's stdin."""
-        self.channel.sendall(data)
-
-    def send_eof(self) -> None:
-        """Close its stdin."""
-        self.channel.shutdown_write()
-
-    def recv(self, size: int) -> bytes:
-        """Up to `size` bytes of its stdout."""
-        return self.channel.recv(size)
-
-    def stderr_lines(self) -> Iterator[str]:
-        """Its stderr, line by line."""
-        for line in self.channel.makefile_stderr("rb"):
-            yield line.decode(errors="replace").rstrip("\n")
-
-    def wait(self) -> int:
-        """Its exit status."""
-        return self.channel.recv_exit_status()
-
-    def close(self) -> None:
-        """Close the channel (the command sees its streams end)."""
-        self.channel.close()
-
-
-def _drain(channel: paramiko.Channel, into: tuple[bytearray, bytearray], everything: bool = False) -> None:
-    """Take what the channel's command has written so far (to the end, with `everything`)."""
-    out, err = into
-    while everything or channel.recv_ready():
-        block = channel.recv(65536)
-        if not block:
-            break
-        out += block
-    while everything or channel.recv_stderr_ready():
-        block = channel.recv_stderr(65536)
-        if not block:
-            break
-        err += block
 
 
 def _gcm_first(*args: Any, **kwargs: Any) -> paramiko.Transport:

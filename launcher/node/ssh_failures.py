@@ -9,6 +9,7 @@ that reproduces or fixes it. Nothing of the library's own wording reaches the us
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,6 +138,21 @@ _MARKERS = (
     ("session not active", "closed"),
     ("Server connection dropped", "closed"),
 )
+
+
+def hop_of(conn: Any, exc: BaseException) -> Any:
+    """The ProxyJump hop (a fabric Connection) whose host key `exc` is about; None when it is the
+    final host's, or no host key's. The hops are `conn.gateway`, then its gateway, and so on."""
+    named = getattr(exc, "hostname", None)
+    if named is None:
+        found = re.match(r"Server '(.*)' not found in known_hosts", str(exc))
+        named = found.group(1) if found else None
+    hop = getattr(conn, "gateway", None)
+    while hop is not None and not isinstance(hop, str):  # a string: a ProxyCommand, ssh's own check
+        if named in (hop.host, f"[{hop.host}]:{hop.port}"):
+            return hop
+        hop = hop.gateway
+    return None
 
 
 def kind_of(exc: BaseException) -> tuple[str, str]:

@@ -12,7 +12,6 @@ file changed on the source meanwhile, one rsync did not send) the target hashes.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -22,10 +21,13 @@ from typing import Any
 from launcher.commands.sync.options import SyncOptions, SyncReporter
 from launcher.commands.sync.relay import relayed
 from launcher.core import remote
+from launcher.core.answers.sync import Progress, Sent, TransferEvent, prepared, transfer_event
 from launcher.core.sync.manifest import Manifest
+from launcher.core.sync.receiver import receiver_for
 from launcher.core.sync.report import DirPlan, NodeOutcome
 from launcher.core.sync.transfer import DEFAULT_RSH, CopyProgress, plan_transfer, remote_target, rsync_argv
 from launcher.errors import SparkLaunchError
+from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError
 
@@ -129,10 +131,9 @@ class _TargetCopy:
             self.reporter.info(
                 f"{self.node}: verifying {plan.label} {plan.path}" + (" again" if attempt else "")
             )
-            answer = self.cluster.agents[self.node].manifest(plan.path, adopt=proven)
-            self.proven += int(answer.get("adopted") or 0)
-            self.hashed += int(answer.get("hashed_bytes") or 0)
-            have = Manifest.of(answer)
+            have = self.cluster.agents[self.node].manifest(plan.path, adopt=proven)
+            self.proven += have.adopted
+            self.hashed += have.hashed_bytes
             self.copying += copied - began
             self.verifying += time.monotonic() - copied
             current = replace(current, transfer=plan_transfer(want, have))
@@ -146,11 +147,10 @@ class _TargetCopy:
         agent = self.cluster.agents[self.node]
         handover, run = remote.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
         agent.run(handover).checked(self.node, "handing over the prepare job")
-        answer = agent.ask(run)
-        if not answer.get("ok"):
-            detail = answer.get("error") or "; ".join(answer.get("errors", []))
+        why = agent.ask(run, prepared)
+        if why is not None:
             raise NodeError(
-                self.node, f"cannot make {plan.path} ready: {detail}", "check the owner and mode there"
+                self.node, f"cannot make {plan.path} ready: {why}", "check the owner and mode there"
             )
 
     def _send(self, plan: DirPlan, name: str, want: Manifest) -> dict[str, list[Any]]:
@@ -168,36 +168,35 @@ class _TargetCopy:
         if handover is not None:
             agent.run(handover).checked(self.source, "handing over the transfer job")
         if self.options.relay:
-            answer = relayed(self.cluster, self.source, self.node, run.command, self._advanced)
+            receiver = receiver_for(argv, plan.path)  # what runs on the target: ours, not the source's
+            sent = relayed(self.cluster, self.source, self.node, run.command, receiver, self._advanced)
         else:
-            answer = _direct(self.cluster, self.source, run, self._advanced)
-        if not answer.get("ok"):
+            sent = _direct(agent, run, self._advanced)
+        if not sent.ok:
             raise NodeError(
                 self.node,
-                f"rsync from {self.source} failed (exit {answer.get('exit')}): "
-                f"{answer.get('error') or 'no output'}",
+                f"rsync from {self.source} failed (exit {sent.exit}): {sent.error or 'no output'}",
                 "run sync models again: it continues where it stopped",
             )
-        verified = [rel for rel in answer.get("verified") or [] if rel in files and rel in want.mtimes]
+        verified = [rel for rel in sent.verified if rel in files and rel in want.mtimes]
         return {rel: [want.files[rel].size, want.mtimes[rel], files[rel]] for rel in verified}
 
-    def _advanced(self, event: dict[str, Any]) -> None:
-        self.progress = self.progress.advance(self.base + int(event["bytes"]), time.monotonic())
+    def _advanced(self, event: Progress) -> None:
+        self.progress = self.progress.advance(self.base + event.bytes, time.monotonic())
         self.reporter.progress(self.node, self.progress)
 
 
-def _direct(
-    cluster: Cluster, source: str, run: remote.Call, on_event: Callable[[dict[str, Any]], None]
-) -> dict[str, Any]:
-    answer: dict[str, Any] = {}
+def _direct(agent: Agent, run: remote.Call, on_event: Callable[[Progress], None]) -> Sent:
+    """The source's rsync straight to the target; its progress as it comes, and how it ended."""
+    ended: list[Sent] = []
 
-    def on_line(line: str) -> None:
-        if line.startswith("{"):
-            data = json.loads(line)
-            if data.get("event") == "progress":
-                on_event(data)
-            elif "event" not in data:
-                answer.update(data)
+    def on_line(event: TransferEvent) -> None:
+        if isinstance(event, Progress):
+            on_event(event)
+        elif isinstance(event, Sent):
+            ended.append(event)
+        else:  # a relay request on a direct copy: nothing asked for it
+            raise NodeError(agent.node, "asked for a relay on a direct copy: refused")
 
-    cluster.agents[source].stream(run, on_line)
-    return answer
+    agent.events(run, transfer_event, on_line)
+    return ended[-1] if ended else Sent(False, None, "the transfer script ended without saying how")

@@ -15,8 +15,10 @@ from typing import Any
 
 from launcher.commands.reporter import Reporter
 from launcher.commands.sync.image_copy import direct_copy, relayed_copy
+from launcher.core.answers.facts import ImageFacts
 from launcher.errors import InputError, SparkLaunchError
 from launcher.node.cluster import Cluster
+from launcher.node.executor import fan_out
 
 # `docker load` unpacks the archive in the engine's data root before it extracts the layers.
 SPACE_FACTOR = 2
@@ -81,9 +83,9 @@ def sync_images(cluster: Cluster, reporter: Reporter, relay: bool = False) -> Sy
         source = found[head]
         if isinstance(source, SparkLaunchError):
             raise source
-        if not source.get("image_id"):
+        if not source.image_id:
             raise SparkLaunchError(
-                f"the head ({head}) does not hold {image}: {source.get('error', 'no such image')}",
+                f"the head ({head}) does not hold {image}: {source.error or 'no such image'}",
                 f"put it there first (docker pull {image}, or docker load), then sync the others from it",
             )
         decided = [_decide(name, found[name], source) for name in cluster.names[1:]]
@@ -92,58 +94,58 @@ def sync_images(cluster: Cluster, reporter: Reporter, relay: bool = False) -> Sy
             if d.action != "copy":
                 reporter.info(f"{d.name}: {d.action}: {d.detail}")
         copied = _copy(cluster, image, source, targets, reporter, relay) if targets else {}
-    head_row = NodeSync(head, "head", f"holds {source['image_id'][:19]}")
+    head_row = NodeSync(head, "head", f"holds {source.image_id[:19]}")
     rows = [head_row, *(copied.get(d.name, d) for d in decided)]
-    return SyncResult(image, source["image_id"], tuple(rows))
+    return SyncResult(image, source.image_id, tuple(rows))
 
 
-def _decide(name: str, answer: dict[str, Any] | SparkLaunchError, source: dict[str, Any]) -> NodeSync:
+def _decide(name: str, answer: ImageFacts | SparkLaunchError, source: ImageFacts) -> NodeSync:
     """skipped (same build), copy, refused (short of space) or failed (unreachable, no docker)."""
     if isinstance(answer, SparkLaunchError):
         return NodeSync(name, "failed", answer.message)
-    if not answer.get("docker"):
-        return NodeSync(name, "failed", answer.get("error", "no docker on this node"))
-    if answer.get("image_id") == source["image_id"]:
+    if not answer.docker:
+        return NodeSync(name, "failed", answer.error or "no docker on this node")
+    if answer.image_id == source.image_id:
         return NodeSync(name, "skipped", "already holds it (same image id)")
-    shared = set(answer.get("repo_digests") or []) & set(source.get("repo_digests") or [])
+    shared = set(answer.repo_digests) & set(source.repo_digests)
     if shared:
         return NodeSync(name, "skipped", f"already holds it (same repo digest {min(shared)})")
-    size, free = int(source.get("size") or 0), answer.get("free_bytes")
+    size, free = source.size, answer.free_bytes
     need = SPACE_FACTOR * size
-    if isinstance(free, int) and free < need:
+    if free is not None and free < need:
         return NodeSync(
             name,
             "refused",
-            f"{_gb(free)} free in {answer.get('root_dir')}, but loading {_gb(size)} needs about "
+            f"{_gb(free)} free in {answer.root_dir}, but loading {_gb(size)} needs about "
             f"{_gb(need)} (docker load unpacks the archive there first): free some space "
             "(docker image prune) and sync again",
         )
-    held = answer.get("image_id")
+    held = answer.image_id
     return NodeSync(name, "copy", f"holds another build ({held[:19]})" if held else "lacks it")
 
 
 def _copy(
-    cluster: Cluster, image: str, source: dict[str, Any], targets: list[str], reporter: Reporter, relay: bool
+    cluster: Cluster, image: str, source: ImageFacts, targets: list[str], reporter: Reporter, relay: bool
 ) -> dict[str, NodeSync]:
     """Stream the head's image into every target at once; then check what each holds."""
-    size = int(source.get("size") or 0)
+    size = source.size
     began = time.monotonic()
     how = "through this machine" if relay else "node to node"
     reporter.info(f"copying {image} ({_gb(size)}) from {cluster.head.name} to {', '.join(targets)} ({how})")
     progress = _Progress(reporter, size, began)
     sent, why = (relayed_copy if relay else direct_copy)(cluster, image, targets, progress)
     seconds = time.monotonic() - began
-    after = cluster.each(lambda agent: agent.image(image) if agent.node in targets else {})
+    after = fan_out(targets, lambda name: cluster.agents[name].image(image))
     out = {}
     for name in targets:
         got = after[name]
         given = sent.get(name, 0)
-        if isinstance(got, dict) and got.get("image_id") == source["image_id"]:
+        if isinstance(got, ImageFacts) and got.image_id == source.image_id:
             rate = given / seconds / 1e6 if seconds else 0.0
             detail = f"copied {_gb(given)} in {seconds:.0f} s ({rate:.0f} MB/s); image id now matches"
             out[name] = NodeSync(name, "copied", detail, given, seconds)
         else:
-            held = got.message if isinstance(got, SparkLaunchError) else got.get("image_id") or "nothing"
+            held = got.message if isinstance(got, SparkLaunchError) else got.image_id or "nothing"
             detail = why.get(name) or f"after loading, the node holds {held} under that name"
             out[name] = NodeSync(name, "failed", detail, given, seconds)
         reporter.info(f"{name}: {out[name].action}: {out[name].detail}")

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
 
 from launcher.commands.sync.copy import copy_all
 from launcher.commands.sync.options import SyncOptions, SyncReporter
 from launcher.core import remote
+from launcher.core.answers.sync import Hashing, Reach
 from launcher.core.spec.sections import Node
 from launcher.core.sync.manifest import (
     REFUSED_HINT,
@@ -99,19 +99,15 @@ def _manifests(
     """Every node's manifest of every model directory, all nodes at once."""
     lock, said = threading.Lock(), dict[str, float]()
 
-    def hashing(node: str, path: str, event: dict[str, Any]) -> None:
+    def hashing(node: str, path: str, event: Hashing) -> None:
         with lock:
             if time.monotonic() - said.get(node, 0.0) >= 5:  # a first hash of a big model takes a while
                 said[node] = time.monotonic()
-                reporter.info(f"{node}: hashing {path}: {human(event['done'])} of {human(event['total'])}")
+                reporter.info(f"{node}: hashing {path}: {human(event.done)} of {human(event.total)}")
 
     def ask(node: str) -> Manifests:
         agent = cluster.agents[node]
-        found = {}
-        for label, path in dirs:
-            answer = agent.manifest(path, functools.partial(hashing, node, path))
-            found[label] = Manifest.of(answer)
-        return found
+        return {label: agent.manifest(path, functools.partial(hashing, node, path)) for label, path in dirs}
 
     return fan_out(cluster.names, ask)
 
@@ -168,12 +164,13 @@ def _reach(cluster: Cluster, source: str, outcomes: list[NodeOutcome]) -> list[N
     agent = cluster.agents[source]
     to_copy = [o.node for o in outcomes if o.state == "would copy"]
     answers = fan_out(
-        to_copy, lambda n: agent.ask(remote.reach_call(agent.dir, _host(cluster, n), DEFAULT_RSH))
+        to_copy,
+        lambda n: agent.ask(remote.reach_call(agent.dir, _host(cluster, n), DEFAULT_RSH), Reach.parse),
     )
     out = []
     for o in outcomes:
         answer = answers.get(o.node)
-        if answer is None or (isinstance(answer, dict) and answer.get("ok")):
+        if answer is None or (isinstance(answer, Reach) and answer.ok):
             out.append(o)
         elif isinstance(answer, SparkLaunchError):
             out.append(replace(o, state="unreachable", detail=answer.message, unreachable=True))
@@ -182,21 +179,20 @@ def _reach(cluster: Cluster, source: str, outcomes: list[NodeOutcome]) -> list[N
     return out
 
 
-def _unreached(cluster: Cluster, source: str, o: NodeOutcome, answer: dict[str, Any]) -> NodeOutcome:
+def _unreached(cluster: Cluster, source: str, o: NodeOutcome, answer: Reach) -> NodeOutcome:
     host = _host(cluster, o.node)
-    if answer.get("failed") == "rsync":
+    if answer.failed == "rsync":
         return replace(
-            o, state="refused", detail=f"{source}: {answer['error']}", hint=f"install rsync on {source}"
+            o, state="refused", detail=f"{source}: {answer.error}", hint=f"install rsync on {source}"
         )
-    if answer.get("failed") == "remote rsync":
-        detail = f"{o.node} has no rsync ({answer['error']})"
+    if answer.failed == "remote rsync":
+        detail = f"{o.node} has no rsync ({answer.error})"
         return replace(o, state="refused", detail=detail, hint=f"install rsync on {o.node}")
     return replace(
         o,
         state="unreachable",
         unreachable=True,
-        detail=f"{source} cannot reach {o.node} at {host} over SSH "
-        f"with `{answer.get('rsh')}`: {answer['error']}",
+        detail=f"{source} cannot reach {o.node} at {host} over SSH with `{answer.rsh}`: {answer.error}",
         hint=f"give {source} a key for {o.node}'s fabric address: on {source}, `ssh-copy-id {host}` "
         f"(then `ssh {host} true` once to accept its host key); or copy through this machine: --relay",
     )

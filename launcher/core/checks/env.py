@@ -10,7 +10,7 @@ from launcher.core.plan import Plan
 from launcher.core.spec.checks import PER_NODE_ENV
 
 
-def env_rows(plan: Plan, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
+def env_rows(plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """The environment vLLM will see: identical except the per-node network variables."""
     effective = {}
     for node in plan.nodes:

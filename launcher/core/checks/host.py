@@ -15,7 +15,7 @@ PY_SPY_HINT = (
 )
 
 
-def host_rows(facts: Mapping[str, dict[str, Any]], nnodes: int) -> list[Row]:
+def host_rows(facts: Mapping[str, Mapping[str, Any]], nnodes: int) -> list[Row]:
     """The GPUs as nvidia-smi reports them (informational), and whether stacks can be captured."""
     host = {n: f.get("host", {}) for n, f in facts.items()}
     rows = [

@@ -10,7 +10,7 @@ from launcher.core.spec.sections import Spec
 from launcher.core.vllm.catalog import parse_version
 
 
-def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
+def vllm_rows(spec: Spec, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """The runtime: present, and the same release, build, Python and torch everywhere."""
     v = {n: f.get("vllm", {}) for n, f in facts.items()}
     if spec.vllm.runtime == "docker":
@@ -59,7 +59,7 @@ def vllm_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
     return rows
 
 
-def _files_row(v: Mapping[str, dict[str, Any]]) -> Row:
+def _files_row(v: Mapping[str, Mapping[str, Any]]) -> Row:
     """Whether each node's vLLM files are the ones its installer recorded (warns: a patched
     install that is the same everywhere still starts alike; the build row compares nodes)."""
     values, changed = {}, False
@@ -81,7 +81,7 @@ def _release(version: Any) -> tuple[int, ...] | None:
         return None
 
 
-def image_rows(image: str, v: Mapping[str, dict[str, Any]]) -> list[Row]:
+def image_rows(image: str, v: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """The image on every node, and the same build: by image id, or by a repo digest they share.
 
     Ids differ where storage drivers differ; images loaded from an archive have no repo
@@ -131,7 +131,7 @@ def image_rows(image: str, v: Mapping[str, dict[str, Any]]) -> list[Row]:
     return [present, id_row, Row("vllm", "image repo digest", shown, ok, digest_hint)]
 
 
-def image_release_row(spec: Spec, resolved: Mapping[str, dict[str, Any]]) -> Row:
+def image_release_row(spec: Spec, resolved: Mapping[str, Mapping[str, Any]]) -> Row:
     """The vLLM release inside the image, as its own Python reports it (from the probe)."""
     versions = {n: r.get("vllm_version") for n, r in resolved.items()}
     ok = all(_release(x) == parse_version(spec.vllm.version) for x in versions.values())

@@ -20,7 +20,7 @@ from launcher.core.spec.sections import Spec
 KINDS = {UNIFIED: "unified (GPU = system)", GPU: "GPU memory", CPU: "CPU build"}
 
 
-def budgets(spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]]) -> dict[str, Budget]:
+def budgets(spec: Spec, plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Budget]:
     """Each node's budget from its facts and the plan."""
     gpus = {n.name: n.gpus for n in spec.nodes}
     env = {n.name: n.env for n in plan.nodes}
@@ -36,7 +36,7 @@ def budgets(spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]]) -> dict
     }
 
 
-def memory_rows(spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
+def memory_rows(spec: Spec, plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """The memory each node has, what the plan claims there, and whether it fits."""
     b = budgets(spec, plan, facts)
     # With this cluster running, its own memory counts as used: report, but do not block.

@@ -9,8 +9,8 @@ changed is a FAIL naming that shard.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
+from launcher.core.answers.facts import Facts
 from launcher.core.checks.report import Row, each
 from launcher.core.spec.sections import Spec
 from launcher.core.sync.manifest import (
@@ -30,11 +30,11 @@ SHOWN = 10  # differing files shown one per row; the rest are counted
 FIX = "spark-launch sync models SPEC copies it from the head and verifies it"
 
 
-def model_rows(spec: Spec, facts: Mapping[str, dict[str, Any]]) -> list[Row]:
+def model_rows(spec: Spec, facts: Mapping[str, Facts]) -> list[Row]:
     """Per model directory (the model, a local draft model): exists, complete, identical files."""
     rows = []
     for label, path in model_dirs(spec):
-        manifests = {n: Manifest.of(f["models"][path]) for n, f in facts.items()}
+        manifests = {n: f["models"][path] for n, f in facts.items()}
         rows += _directory_rows(label, path, manifests, needs_weights(spec))
     return rows
 
@@ -98,8 +98,3 @@ def _entry(entry: Entry | None) -> str:
     if isinstance(entry, LinkEntry):
         return f"a link to {entry.target}"
     return "missing" if entry is None else f"{entry.sha256[:12]} {human(entry.size)}"
-
-
-def weight_bytes(answer: Mapping[str, Any]) -> int:
-    """The size of a manifest answer's files (what must fit in memory, roughly)."""
-    return sum(int(size) for size, _ in answer.get("files", {}).values())

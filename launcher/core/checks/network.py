@@ -11,7 +11,7 @@ from launcher.core.spec.sections import Spec
 
 
 def network_rows(
-    spec: Spec, plan: Plan, facts: Mapping[str, dict[str, Any]], reach: Mapping[str, Any]
+    spec: Spec, plan: Plan, facts: Mapping[str, Mapping[str, Any]], reach: Mapping[str, Any]
 ) -> list[Row]:
     """Interfaces, addresses, free ports on the head, and head reachable from every worker."""
     net = {n.name: facts[n.name].get("network", {}) for n in plan.nodes}

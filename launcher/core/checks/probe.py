@@ -42,7 +42,7 @@ AGREE = {
 }
 
 
-def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, dict[str, Any]]) -> list[Row]:
+def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """What each node's own vLLM derives from its own argv and env: equal, and as planned."""
     rows = []
     planned = {d.setting: d.value for d in plan.derived}

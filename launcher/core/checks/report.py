@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.core.answers.facts import Facts
 from launcher.core.checks.budget import Budget
 from launcher.errors import ExitStatus
 
@@ -35,9 +36,7 @@ class Report:
 
     nodes: tuple[str, ...]
     rows: tuple[Row, ...] = field(default_factory=tuple)
-    facts: Mapping[str, dict[str, Any]] = field(
-        default_factory=dict, compare=False, repr=False
-    )  # as reported
+    facts: Mapping[str, Facts] = field(default_factory=dict, compare=False, repr=False)  # as reported
     memory: Mapping[str, Budget] = field(default_factory=dict)  # each node's, when it was weighed
 
     @property

@@ -62,7 +62,7 @@ def model_inputs(spec: Spec, manifests: Mapping[str, Any]) -> dict[str, Any]:
     """Each model directory: its manifest's digest and every file's sha256, by name."""
     out = {}
     for label, path in model_dirs(spec):
-        manifest = Manifest.of(manifests[path]) if path in manifests else None
+        manifest: Manifest | None = manifests.get(path)
         out[label.replace(" ", "_")] = {
             "path": path,
             "digest": manifest.digest[:16] if manifest and manifest.exists else None,

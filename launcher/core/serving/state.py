@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.core.answers.run import Stopped
 from launcher.core.serving.watchdog import Counters, Verdict
 
 
@@ -98,10 +99,10 @@ class Verification:
 class DownResult:
     """What `down` found and stopped on each node."""
 
-    per_node: dict[str, dict[str, Any]]
+    per_node: dict[str, Stopped]
     unreachable: dict[str, str] = field(default_factory=dict)  # node -> why it could not be reached
 
     @property
     def clean(self) -> bool:
         """True when nothing of ours is left on any node."""
-        return all(r.get("remaining", 1) == 0 for r in self.per_node.values())
+        return all(r.remaining == 0 for r in self.per_node.values())

@@ -23,7 +23,10 @@ ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}\Z")
 IFACE_NAME = re.compile(r"[A-Za-z0-9._@][A-Za-z0-9._@-]{0,14}\Z")
 # Nothing here may start with '-': ssh and docker would read such a word as an option.
-SSH_TARGET = re.compile(r"(?:[^-@\s:][^@\s:]*@)?[^-@\s:][^@\s:]*(?::(\d{1,5}))?\Z")
+# An ssh target also reaches shells (rsync's remote shell, ProxyCommand's %r and %h): letters,
+# digits, '.', '_', '-' (and '+' in a user name) only, never a shell metacharacter.
+SSH_TARGET = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9._+-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]*(?::(\d{1,5}))?\Z")
+SSH_TARGET_HINT = "use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535)"
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z")
 RELEASE = re.compile(r"v?\d{1,4}(\.\d{1,4}){0,2}(\+[A-Za-z0-9._-]{1,64})?\Z")
 MAX_GPUS = 64
@@ -197,15 +200,8 @@ def _check_node(i: int, node: Node) -> list[Problem]:
             )
         )
     problems += _check_address((*where, "address"), node.address)
-    target = SSH_TARGET.match(node.ssh)
-    if not target or not node.ssh.isprintable() or not 0 < int(target.group(1) or 22) < 65536:
-        problems.append(
-            Problem(
-                (*where, "ssh"),
-                f"{node.ssh!r} is not an ssh target",
-                "use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535)",
-            )
-        )
+    if ssh_target_problem(node.ssh):
+        problems.append(Problem((*where, "ssh"), f"{node.ssh!r} is not an ssh target", SSH_TARGET_HINT))
     devices: list[tuple[tuple[str | int, ...], str]] = [((*where, "interface"), node.interface)]
     devices += [((*where, "hca", j), hca) for j, hca in enumerate(node.hca)]
     for path, value in devices:
@@ -288,3 +284,11 @@ def _check_env(spec: Common) -> list[Problem]:
                 )
             )
     return problems
+
+
+def ssh_target_problem(target: str) -> str | None:
+    """Why `target` cannot be an ssh target (None: it can): the spec's rule, kept by the executor too."""
+    found = SSH_TARGET.match(target)
+    if not found or not 0 < int(found.group(1) or 22) < 65536:
+        return f"is not an ssh target (letters, digits, '.', '_', '-' only; {SSH_TARGET_HINT})"
+    return None

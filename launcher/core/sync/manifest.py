@@ -1,6 +1,6 @@
 """A model directory by content (each file's size and sha256), as one node reports it. Pure.
 
-The node script `manifest` answers; `Manifest.of` reads the answer. Two nodes hold the
+The node script `manifest` answers; `core.answers.sync.manifest` reads the answer strictly. Two nodes hold the
 same model when their manifests are equal; `differences` names the files that are not.
 sha256 because a model's weights on the Hugging Face Hub are LFS objects named by the
 sha256 of their bytes (the manifest can be checked against the Hub), and because the
@@ -65,39 +65,12 @@ class Manifest:
     indexes: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
     unreadable: tuple[str, ...] = ()
     hashed_bytes: int = 0  # bytes hashed for this answer; the rest came from the cache
+    adopted: int = 0  # files recorded from a copy's proof (rsync's), not hashed again
     room: Room | None = None
     mtimes: Mapping[str, int] = field(default_factory=dict)  # whole seconds; not part of identity
     links: Mapping[str, str] = field(default_factory=dict)  # kept as links: path -> target
     refused: Mapping[str, str] = field(default_factory=dict)  # neither read nor copied: path -> why
     snapshot: bool = False  # a Hugging Face cache snapshot: its files are links into its blobs
-
-    @classmethod
-    def of(cls, answer: Mapping[str, Any]) -> Manifest:
-        """The manifest from the node script's JSON answer."""
-        room = answer.get("room")
-        return cls(
-            path=str(answer["path"]),
-            exists=bool(answer.get("exists")),
-            files={
-                rel: FileEntry(int(size), str(sha)) for rel, (size, sha) in answer.get("files", {}).items()
-            },
-            indexes={k: None if v is None else tuple(v) for k, v in answer.get("indexes", {}).items()},
-            unreadable=tuple(answer.get("unreadable", ())),
-            hashed_bytes=int(answer.get("hashed_bytes", 0)),
-            mtimes={rel: int(t) for rel, t in answer.get("mtimes", {}).items()},
-            links={str(rel): str(t) for rel, t in answer.get("links", {}).items()},
-            refused={str(rel): str(why) for rel, why in answer.get("refused", {}).items()},
-            snapshot=answer.get("snapshot") is True,
-            room=Room(
-                int(room["free"]),
-                int(room["block"]),
-                str(room["at"]),
-                bool(room["writable"]),
-                tuple(room.get("unwritable", ())),
-            )
-            if room
-            else None,
-        )
 
     @property
     def total_bytes(self) -> int:
