@@ -1,12 +1,21 @@
-"""From a spec file to a Plan: the only file reads of the planning path (spec, config.json, catalog)."""
+"""From a spec file to a Plan: the planning path's reads on this machine (spec, model, catalog).
+
+Offline (`plan`, `validate`, and the commands that only reach a running cluster): the
+model's config.json where spark-launch runs, else the copy read from the head earlier
+(`launcher.cache`); a committed catalog, else one learned from the head earlier. The
+commands that plan for the nodes read what is missing from the head instead
+(`commands.planning`: other `Inputs` for the same `fleet_of`).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from launcher.cache import cached_model_files, learned_catalog
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.fleet import Fleet, build_fleet, port_problems
 from launcher.core.plan import Plan, PlanProblems, build_plan
@@ -16,7 +25,8 @@ from launcher.core.spec.sections import Spec, SpecFile
 from launcher.core.spec.validate import validate_file
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
-from launcher.core.vllm.models import ModelFacts, model_facts
+from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
+from launcher.core.vllm.releases import Release, UnknownRules, release_for
 from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
 
 if TYPE_CHECKING:  # only --compare-release needs it: not paid by every plan
@@ -30,6 +40,33 @@ class UnknownRelease(SparkLaunchError):
 
 
 MAX_CONFIG = 16 << 20  # a model's config.json is a few KiB; a larger one is not read whole
+LEARN = (
+    "`spark-launch plan --from-head SPEC` learns its flags from the head node's own vLLM "
+    "(check, up and the other commands that reach the nodes do so by themselves); or set "
+    "vllm.flags_from to a supported release, at your own risk"
+)
+
+
+class Inputs(Protocol):
+    """What a plan reads besides the spec: the build's flag catalog, each deployment's model files."""
+
+    def catalog(self, file: SpecFile, release: Release) -> Catalog:
+        """The catalog the file's vLLM plans with; PlanProblems when there is none."""
+
+    def files(self, spec: Spec) -> ModelFiles:
+        """The deployment's model files (config.json None when not known)."""
+
+
+class Offline:
+    """This machine's files and the operator's cache only: nothing is asked of a node."""
+
+    def catalog(self, file: SpecFile, release: Release) -> Catalog:
+        """Committed, else learned from the head earlier."""
+        return offline_catalog(file, release)
+
+    def files(self, spec: Spec) -> ModelFiles:
+        """Here, else as read from the head earlier."""
+        return offline_model_files(spec)
 
 
 def read_document(path: str | Path) -> Document:
@@ -45,57 +82,135 @@ def read_document(path: str | Path) -> Document:
     return load_document(decode(data, str(path)), str(path))
 
 
-def catalog_for(spec: Spec | SpecFile) -> Catalog:
-    """The flag catalog the spec's vLLM release uses; PlanProblems when there is none."""
-    key = "flags_from" if spec.vllm.flags_from else "version"
-    version = spec.vllm.flags_from or spec.vllm.version
-    malformed = release_problem(("vllm", key), version)
-    if malformed:  # checked before the known list: such a text never names a file
-        raise PlanProblems([malformed])
+def release_of(spec: Spec | SpecFile) -> Release:
+    """Whose rules and which committed catalog the spec's vLLM version gets; PlanProblems when none."""
+    problems = [p for p in (release_problem(("vllm", "version"), spec.vllm.version),) if p]
+    if spec.vllm.flags_from:
+        problems += _flags_from_problems(spec.vllm.flags_from)
+    if problems:
+        raise PlanProblems(problems)
     try:
-        return load_catalog(version)
-    except SparkLaunchError as exc:
-        raise PlanProblems(
-            [
-                Problem(
-                    ("vllm", key),
-                    f"vLLM {version} is not a supported release; known: {', '.join(known_versions())}",
-                    exc.hint,
-                )
-            ]
-        ) from None
+        return release_for(spec.vllm.version, known_versions())
+    except UnknownRules as exc:
+        raise PlanProblems([Problem(("vllm", "version"), str(exc), exc.hint)]) from None
 
 
-def read_model_config(spec: Spec) -> tuple[Any, bool]:
-    """The model's config.json if this machine has it (else None), and whether it is a
-    sentence-transformers model (modules.json: vLLM runs those as pooling models)."""
+def _flags_from_problems(version: str) -> list[Problem]:
+    malformed = release_problem(("vllm", "flags_from"), version)
+    if malformed:
+        return [malformed]
+    if version in known_versions():
+        return []
+    known = ", ".join(known_versions())
+    hint = "remove it: a build's own flags are learned from its vLLM on the head"
+    return [
+        Problem(("vllm", "flags_from"), f"vLLM {version} is not a supported release; known: {known}", hint)
+    ]
+
+
+def committed_catalog(spec: Spec | SpecFile, release: Release) -> Catalog | None:
+    """The committed catalog the spec uses (vllm.flags_from, or its release's), or None."""
+    version = spec.vllm.flags_from or release.catalog
+    return load_catalog(version) if version else None
+
+
+def offline_catalog(spec: Spec | SpecFile, release: Release) -> Catalog:
+    """The committed catalog, else the newest learned for this version; PlanProblems when neither."""
+    catalog = committed_catalog(spec, release)
+    if catalog is not None:
+        return catalog
+    learned = learned_catalog(spec.vllm.version)
+    if learned is None:
+        known = ", ".join(known_versions())
+        message = f"vLLM {spec.vllm.version} has no flag catalog here (committed: {known})"
+        raise PlanProblems([Problem(("vllm", "version"), message, LEARN)])
+    return learned[0]
+
+
+def catalog_for(spec: Spec | SpecFile) -> Catalog:
+    """The catalog an offline plan of `spec` uses; PlanProblems when there is none."""
+    return offline_catalog(spec, release_of(spec))
+
+
+def local_model_files(spec: Spec) -> ModelFiles | None:
+    """The model's config.json (and modules.json) where spark-launch runs; None when absent here."""
     model_dir = Path(spec.model.path)
     config_file = model_dir / "config.json"
-    config: Any = None
+    data = b""
     try:
         # A regular file of sane size: a FIFO or a device would block or never end.
-        if config_file.is_file() and config_file.stat().st_size <= MAX_CONFIG:
-            config = json.loads(config_file.read_bytes())
+        if not config_file.is_file():
+            return None
+        data = config_file.read_bytes() if config_file.stat().st_size <= MAX_CONFIG else b""
+        config: Any = json.loads(data)
     except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
         config = None
-    return config, (model_dir / "modules.json").is_file()
+    digest = hashlib.sha256(data).hexdigest() if data else None
+    return ModelFiles(spec.model.path, config, (model_dir / "modules.json").is_file(), sha256=digest)
+
+
+def offline_model_files(spec: Spec) -> ModelFiles:
+    """Here, else as read from the head earlier, else nothing known (the plan then says so)."""
+    local = local_model_files(spec)
+    if local is not None:
+        return local
+    cached = cached_model_files(spec.head.ssh, spec.model.path) if spec.nodes else None
+    return cached or ModelFiles(spec.model.path, None)
+
+
+def lacking_here(spec: Spec) -> bool:
+    """True when planning offline lacks what only the head can give: the model's config.json (not
+    here, not read earlier), or the build's catalog (not committed, not learned earlier)."""
+    try:
+        release = release_of(spec)
+    except PlanProblems:
+        return False
+    cached = cached_model_files(spec.head.ssh, spec.model.path) if spec.nodes else None
+    no_model = local_model_files(spec) is None and cached is None
+    no_catalog = committed_catalog(spec, release) is None and learned_catalog(spec.vllm.version) is None
+    return no_model or no_catalog
 
 
 def read_model_facts(spec: Spec, catalog: Catalog) -> ModelFacts:
-    """What the model's config.json, read here if this machine has it, tells the release's catalog."""
-    config, sentence_transformers = read_model_config(spec)
-    source = str(Path(spec.model.path) / "config.json")
-    return model_facts(spec.model.hybrid, config, source, catalog, sentence_transformers)
+    """What the model's files, read here (or from the head earlier), tell the release's catalog."""
+    return facts_of(offline_model_files(spec), spec.model, catalog)
 
 
-def plan_fleet(path: str | Path) -> Fleet:
-    """Read a spec file and plan every deployment; every problem, of any stage, in one SpecError."""
+def plan_with(spec: Spec, files: ModelFiles, catalog: Catalog, release: Release) -> Plan:
+    """The plan of `spec` with these model files and catalog; PlanProblems listing what is wrong.
+
+    A version that is not a supported release as published gets a first note saying whose
+    rules and which flags it has, and why.
+    """
+    plan = build_plan(spec, facts_of(files, spec.model, catalog), catalog)
+    notes = [release.why] if release.why else []
+    if catalog.source:
+        notes.append(f"flags and model traits: the catalog {catalog.source}")
+    return dataclasses.replace(plan, notes=(*notes, *plan.notes)) if notes else plan
+
+
+def read_file(path: str | Path) -> tuple[Document, SpecFile]:
+    """Read and validate a spec file; a SpecError with every problem of the file itself."""
     document = read_document(path)
+    file, problems = validate_file(document.data)
+    if problems or file is None:
+        raise document.error(problems)
+    return document, file
+
+
+def plan_fleet(path: str | Path, inputs: Inputs | None = None) -> Fleet:
+    """Read a spec file and plan every deployment (offline unless `inputs` says otherwise);
+    every problem, of any stage, in one SpecError."""
+    return fleet_of(read_document(path), inputs)
+
+
+def fleet_of(document: Document, inputs: Inputs | None = None) -> Fleet:
+    """Plan every deployment of a loaded spec file; every problem in one SpecError."""
     file, problems = validate_file(document.data)
     fleet = None
     if file is not None:
         specs = deployment_specs(file)
-        plans = _plans(file, specs, problems)
+        plans = _plans(file, specs, problems, inputs or Offline())
         if len(plans) == len(specs) and specs:
             problems += port_problems(file, specs, plans)
             fleet = build_fleet(file, specs, plans)
@@ -104,10 +219,13 @@ def plan_fleet(path: str | Path) -> Fleet:
     return fleet
 
 
-def _plans(file: SpecFile, specs: tuple[Spec, ...], problems: list[Problem]) -> tuple[Plan, ...]:
+def _plans(
+    file: SpecFile, specs: tuple[Spec, ...], problems: list[Problem], inputs: Inputs
+) -> tuple[Plan, ...]:
     """Each deployment's plan; what cannot be planned goes to `problems`, located in the file."""
     try:
-        catalog = catalog_for(file)
+        release = release_of(file)
+        catalog = inputs.catalog(file, release)
     except PlanProblems as exc:
         problems += exc.problems
         return ()
@@ -116,23 +234,27 @@ def _plans(file: SpecFile, specs: tuple[Spec, ...], problems: list[Problem]) -> 
         if not spec.nodes:  # none of its nodes is known: the spec checks said so, where it is written
             continue
         try:
-            plans.append(build_plan(spec, read_model_facts(spec, catalog), catalog))
+            plans.append(plan_with(spec, inputs.files(spec), catalog, release))
         except PlanProblems as exc:
             problems += [relocate(file, i, p) for p in exc.problems]
     return tuple(plans)
 
 
-def plan_file(path: str | Path) -> tuple[Spec, Plan]:
-    """Read a spec file of one deployment and plan it (a SparkLaunchError for several)."""
-    fleet = plan_fleet(path)
+def only(fleet: Fleet, path: str | Path) -> tuple[Spec, Plan]:
+    """The one deployment of a fleet (a SparkLaunchError for several)."""
     if fleet.multi:
         raise SparkLaunchError(
             f"{one_line(str(path))} holds {len(fleet.deployments)} deployments; this command takes a "
             "spec of one",
             "write a spec with one deployment (model: and serve: at the top) for it",
         )
-    only = fleet.deployments[0]
-    return only.spec, only.plan
+    first = fleet.deployments[0]
+    return first.spec, first.plan
+
+
+def plan_file(path: str | Path) -> tuple[Spec, Plan]:
+    """Read a spec file of one deployment and plan it offline (a SparkLaunchError for several)."""
+    return only(plan_fleet(path), path)
 
 
 def compare_file(path: str | Path, version: str) -> Comparison:

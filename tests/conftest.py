@@ -42,6 +42,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def operator_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The operator's cache (launcher.cache) for the whole session, and the CLIs it starts:
+    never the user's own, whose learned catalogs and model files would change what plans."""
+    with pytest.MonkeyPatch.context() as patch:
+        path = tmp_path_factory.mktemp("xdg-cache")
+        patch.setenv("XDG_CACHE_HOME", str(path))
+        yield path
+
+
 @pytest.fixture(autouse=True, scope="session")
 def session_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Receipts of runs started by module-scoped fixtures go to the session's state directory."""

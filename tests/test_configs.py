@@ -27,7 +27,7 @@ def models_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
 
     (The demo's model exists here while the test bed is up; the golden plans must not care.)
     """
-    monkeypatch.setattr("launcher.load.read_model_config", lambda spec: (None, False))
+    monkeypatch.setattr("launcher.load.local_model_files", lambda spec: None)
 
 
 def test_there_are_example_configs() -> None:

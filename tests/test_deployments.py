@@ -30,7 +30,7 @@ MULTI = ROOT / "configs" / "multi-2x-spark.yaml"
 @pytest.fixture(autouse=True)
 def models_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     """Plan as from a machine without the models (the test bed's may be here)."""
-    monkeypatch.setattr("launcher.load.read_model_config", lambda spec: (None, False))
+    monkeypatch.setattr("launcher.load.local_model_files", lambda spec: None)
 
 
 def multi() -> dict[str, Any]:

@@ -39,7 +39,7 @@ def deployments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dep
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "vllm").symlink_to(ROOT / "tests" / "fakes" / "vllm")
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr("launcher.load.read_model_facts", lambda spec, catalog: kind_facts("hybrid", "test"))
+    monkeypatch.setattr("launcher.load.facts_of", lambda files, model, catalog: kind_facts("hybrid", "test"))
     data = base_spec("0.32.0", nodes=2)
     data["name"] = f"fleet-{os.getpid()}"  # processes are ours by a machine-wide marker
     data["vllm"]["venv"] = str(venv)

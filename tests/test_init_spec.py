@@ -17,6 +17,7 @@ from launcher.core.init.draft import InitRequest, node_names
 from launcher.core.init.text import CHOOSE, Entry, render, scalar
 from launcher.core.spec.validate import validate_spec
 from launcher.core.spec.yamlsource import load_document
+from launcher.core.vllm.releases import release_for
 from tests.init_facts import DENSE, bed_pair, model, spark_pair, vllm
 
 
@@ -30,7 +31,8 @@ def write(
     tried.update(reach or {})
     decisions, warnings = decide.decide(request, facts, found, tried)
     version = decisions.version.value
-    catalog = load_catalog(version) if version in known_versions() else None
+    committed = release_for(version, known_versions()).catalog if version else None
+    catalog = load_catalog(committed) if committed else None
     items = spec_file.entries(spec_file.with_model_kind(decisions, catalog), catalog)
     header = decide.header(request, "c.yaml")
     return spec_file.compose(decisions, catalog, header, "c.yaml"), warnings, items
@@ -57,7 +59,7 @@ def test_two_sparks_give_a_ready_spec_that_plans_as_written() -> None:
         "hca": ["rocep1s0f1", "roceP2p1s0f1"],
         "gpus": 1,
     }
-    assert loaded["model"] == {"path": "/models/m", "hybrid": True}
+    assert loaded["model"] == {"path": "/models/m", "kind": "hybrid"}
     assert loaded["serve"] == {
         "tensor_parallel_size": 2,
         "enable_prefix_caching": True,
@@ -97,7 +99,7 @@ def test_release_033_shows_the_mamba_mode_but_pins_no_deprecated_flag() -> None:
 def test_a_dense_model_gets_no_mamba_mode() -> None:
     spec, _, _ = write(spark_pair(model=model(config=DENSE)))
     loaded = data(spec.text)
-    assert spec.ready and loaded["model"]["hybrid"] is False and "mamba_cache_mode" not in spec.text
+    assert spec.ready and loaded["model"]["kind"] == "decoder" and "mamba_cache_mode" not in spec.text
 
 
 def test_cpu_only_nodes_sharing_one_machine_get_eager_mode_and_a_small_kv_cache() -> None:
@@ -166,7 +168,7 @@ def test_without_model_the_models_found_are_listed_as_choices() -> None:
     assert not spec.ready and data(spec.text)["model"]["path"] == CHOOSE
     assert "#   /models/a  (3 weight files, 3.0 GiB; on spark-1, spark-2)" in spec.text
     assert "#   /models/b  (1 weight files, 1 MiB; on spark-1)" in spec.text
-    assert "  # hybrid:" in spec.text  # shown, not guessed
+    assert "  # kind:" in spec.text  # shown, not guessed
 
 
 def test_a_model_missing_on_a_worker_is_a_sync_not_an_edit() -> None:

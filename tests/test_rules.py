@@ -86,8 +86,10 @@ def test_unknown_model_needs_the_settings_whose_default_depends_on_its_kind(key:
     with pytest.raises(PlanProblems) as caught:
         plan_of(edit(spec, **{f"serve.{key}": None}), None)
     (problem,) = caught.value.problems
-    assert problem.path == ("serve", key) and "must be set explicitly" in problem.message
-    assert "cannot tell the model's kind" in (problem.hint or "")
+    assert problem.path == ("serve", key) and "depends on the model's kind" in problem.message
+    assert "plan --from-head" in (problem.hint or "") and "model.kind: decoder | hybrid" in (
+        problem.hint or ""
+    )
 
 
 @pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])

@@ -167,10 +167,11 @@ def test_a_value_one_rule_refuses_is_reported_once_and_read_by_no_later_rule(
 def test_a_version_that_would_name_a_long_file_is_refused_first(tmp_path: Path) -> None:
     long = "0.33.0+" + "x" * 300
     assert report_data(tmp_path, **{"vllm.version": long}) == (
-        f's.yaml:3: vllm.version: {long!r} is not a release number\n    hint: write it like "0.33.0" (quoted)'
+        f"s.yaml:3: vllm.version: {long!r} is not a version number\n    hint: write the version the nodes "
+        'report (PEP 440), quoted: "0.33.0", "0.33.0+cu130", "0.33.1.dev45+g7ee8a6dd0"'
     )
     assert report_data(tmp_path, **{"vllm.version": "9" * 300, "vllm.flags_from": "0.33.0"}).startswith(
-        f"s.yaml:3: vllm.version: '{'9' * 300}' is not a release number"
+        f"s.yaml:3: vllm.version: '{'9' * 300}' is not a version number"
     )
     with pytest.raises(SparkLaunchError, match="no flag catalog"):  # the known list, before any file
         load_catalog("9" * 5000)

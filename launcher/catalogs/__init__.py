@@ -3,7 +3,8 @@
 `vllm-<release>.json` is written by `scripts/gen_catalog.py` from that release's real
 package (its `vllm serve` parser and its model registry; `make catalogs`) and checked
 against it by the conformance tier. Adding a release: see "Adding a vLLM release" in the
-README (`make release VERSION=...`).
+README (`make release VERSION=...`). Any other build's catalog is learned from its own vLLM
+on the head node, by the same generator, and kept in the operator's cache (`launcher.cache`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import functools
 import json
 from pathlib import Path
 
-from launcher.core.vllm.catalog import Catalog, catalog_from_dict, parse_version
+from launcher.core.spec.pep440 import parse
+from launcher.core.vllm.catalog import Catalog, catalog_from_dict
 from launcher.errors import SparkLaunchError
 
 CATALOG_DIR = Path(__file__).parent
@@ -21,7 +23,7 @@ CATALOG_DIR = Path(__file__).parent
 def known_versions() -> list[str]:
     """The vLLM releases with a committed catalog, oldest first."""
     names = (p.name.removeprefix("vllm-").removesuffix(".json") for p in CATALOG_DIR.glob("vllm-*.json"))
-    return sorted(names, key=parse_version)
+    return sorted(names, key=parse)
 
 
 @functools.cache

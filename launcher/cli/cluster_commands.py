@@ -16,6 +16,7 @@ from launcher.cli.common import (
 )
 from launcher.cli.fleet_output import down_said, print_dry_run, up_said
 from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_deployments
 from launcher.errors import ExitStatus
 
 
@@ -197,6 +198,8 @@ def down(
     spark-launch.cluster=NAME, running or stopped, and no other. Safe to run twice, and
     after a crash. Exit 0 when nothing of ours is left, 1 when a process survived SIGKILL, 4
     when a node could not be reached (the others are stopped; every such node is named).
+    Needs only the spec's name, nodes and SSH: a spec that no longer plans (a typo, another
+    vllm.version) is reported as a warning, and the cluster still stopped.
 
     \b
     Examples:
@@ -205,6 +208,6 @@ def down(
     """
     from launcher.commands.fleet import down_fleet
 
-    with open_deployments(spec, ssh_config, deployment) as chosen:
+    with reach_deployments(spec, ssh_config, deployment) as chosen:
         results = down_fleet(chosen, grace, Printer())
         return down_said(chosen, results, as_json)

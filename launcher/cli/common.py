@@ -12,12 +12,16 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import click
 
 from launcher.cli.progress import Printer
-from launcher.errors import SparkLaunchError, printable
+from launcher.errors import SparkLaunchError, SpecError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
     from launcher.commands.fleet import Deployments
+    from launcher.core.fleet import Fleet
+    from launcher.core.spec.yamlsource import Document
     from launcher.core.terminal import Screen
     from launcher.node.cluster import Cluster
+    from launcher.node.executor import NodeError
+    from launcher.node.ssh import SshExecutor
 
 F = TypeVar("F", bound=Callable[..., Any])
 SPEC = click.argument("spec", type=click.Path(dir_okay=False), metavar="SPEC.yaml")
@@ -82,71 +86,121 @@ def screen(stream: TextIO | None = None) -> Screen:
     return Screen(*terminal(stream))
 
 
+def reach_nodes(
+    executor: SshExecutor, names: list[str], ssh_config: str | None, reach: bool
+) -> dict[str, NodeError]:
+    """Connect to every node at once first (`reach`), saying so: each node that could not be
+    reached (no later call waits on one of them again)."""
+    if not reach:
+        return {}
+    Printer().info(connecting(len(names), ssh_config))
+    return executor.reach(names)
+
+
 @contextmanager
 def open_cluster(spec_path: str, ssh_config: str | None, reach: bool = True) -> Iterator[Cluster]:
-    """Plan the spec and open SSH onto its nodes (fabric is imported only here), closed after.
+    """Plan the spec (one deployment) for its nodes and open SSH onto them, closed after.
 
     `reach`: connect to every node at once first, saying so (`Cluster.unreachable` then names
-    each node that could not be reached, and no later call waits on one of them again).
+    each node that could not be reached, and no later call waits on one of them again). What
+    this machine cannot read for the plan (the model's config.json, a build's flag catalog)
+    is read from the head over the same connection (commands.planning).
     """
-    from launcher.load import plan_file
-    from launcher.node.cluster import Cluster
-    from launcher.node.ssh import SshExecutor
+    from launcher.load import only
 
-    spec, plan = plan_file(spec_path)
-    config = ssh_config or spec.ssh_config
-    if config and not Path(config).expanduser().is_absolute() and not ssh_config:
-        config = str(Path(spec_path).parent / config)
-    executor = SshExecutor({n.name: n.ssh for n in spec.nodes}, config, connect_timeout())
-    api_key = os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in spec.secrets else None
-    try:
-        cluster = Cluster(spec, plan, executor, api_key)
-        if reach:
-            Printer().info(connecting(len(spec.nodes), config))
-            cluster.unreachable = executor.reach(cluster.names)
-        yield cluster
-    finally:
-        executor.close()
+    with open_deployments(spec_path, ssh_config, None, reach) as chosen:
+        only(chosen.fleet, spec_path)  # one deployment only
+        yield next(iter(chosen.clusters.values()))
 
 
 @contextmanager
 def open_deployments(
-    spec_path: str, ssh_config: str | None, deployment: str | None, reach: bool = True
+    spec_path: str,
+    ssh_config: str | None,
+    deployment: str | None,
+    reach: bool = True,
 ) -> Iterator[Deployments]:
-    """Plan every deployment of the spec and open SSH onto all their nodes, closed after.
+    """Plan every deployment of the spec for its nodes and open SSH onto all of them, closed after.
 
     `reach`: connect to every node at once first, saying so; each deployment's Cluster then
-    names its nodes that could not be reached (`Cluster.unreachable`).
+    names its nodes that could not be reached (`Cluster.unreachable`). What this machine
+    cannot read for a plan comes from the head (commands.planning).
     """
     from launcher.commands.endpoint import Endpoint
     from launcher.commands.fleet import Deployments
-    from launcher.load import plan_fleet
+    from launcher.commands.planning import fleet_for_nodes
+    from launcher.load import read_file
     from launcher.node.cluster import Cluster
-    from launcher.node.ssh import SshExecutor
+    from launcher.node.executor import NodeError
 
-    fleet = plan_fleet(spec_path)
-    chosen = fleet.select(deployment)
-    first = fleet.deployments[0].spec
-    nodes = {n.name: n.ssh for d in fleet.deployments for n in d.spec.nodes}
-    if fleet.endpoint is not None:
-        nodes[fleet.endpoint.node.name] = fleet.endpoint.node.ssh
-    config = _ssh_config(spec_path, ssh_config, first.ssh_config)
-    executor = SshExecutor(nodes, config, connect_timeout())
-    api_key = os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in first.secrets else None
+    document, file = read_file(spec_path)
+    nodes = {n.name: n.ssh for n in file.nodes}
+    config = ssh_config_for(spec_path, ssh_config, file.ssh_config)
+    executor = ssh_executor(nodes, config)
+    api_key = api_key_for(file.secrets)
     try:
-        clusters = {d.name: Cluster(d.spec, d.plan, executor, api_key) for d in chosen}
-        if reach:
-            Printer().info(connecting(len(nodes), config))
-            unreachable = executor.reach(list(nodes))
-            for cluster in clusters.values():
-                cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
+        unreachable = reach_nodes(executor, list(nodes), config, reach)
+        try:
+            fleet, sources = fleet_for_nodes(document, executor, Printer())
+        except NodeError as exc:  # a head the plan needs cannot be reached: plan without it, if it can
+            if not unreachable:
+                raise
+            fleet, sources = _without_heads(document, unreachable, exc.node), {}
+        chosen = fleet.select(deployment)
+        clusters = {
+            d.name: Cluster(d.spec, d.plan, executor, api_key, sources.get(d.spec.name)) for d in chosen
+        }
+        for cluster in clusters.values():
+            cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
         endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
         yield Deployments(fleet, clusters, endpoint, deployment is None)
     finally:
         executor.close()
 
 
-def _ssh_config(spec_path: str, given: str | None, in_spec: str | None) -> str | None:
+def planned_fleet(spec_path: str, ssh_config: str | None) -> Fleet:
+    """Every deployment planned: offline where the spec plans so, else for its nodes (what this
+    machine lacks read from the head)."""
+    from launcher.core.spec.deployments import deployment_specs
+    from launcher.load import lacking_here, plan_fleet, read_file
+
+    try:
+        return plan_fleet(spec_path)
+    except SpecError:
+        specs = deployment_specs(read_file(spec_path)[1])
+        if not any(lacking_here(s) for s in specs if s.nodes):  # the head would not change the answer
+            raise
+    with open_deployments(spec_path, ssh_config, None, reach=False) as chosen:
+        return chosen.fleet
+
+
+def _without_heads(document: Document, unreachable: dict[str, NodeError], head: str) -> Fleet:
+    """The offline plan, where a head that cannot be reached was to fill in what it lacks (the
+    command then names the nodes it cannot reach, as it would); Unreachable when none plans."""
+    from launcher.load import fleet_of
+    from launcher.node.cluster import Unreachable
+
+    try:
+        return fleet_of(document)
+    except SpecError:
+        raise Unreachable(
+            dict(unreachable), len(unreachable), f"the plan needs what only {head} holds"
+        ) from None
+
+
+def ssh_executor(nodes: dict[str, str], config: str | None) -> SshExecutor:
+    """SSH onto the nodes (fabric is imported only here)."""
+    from launcher.node.ssh import SshExecutor
+
+    return SshExecutor(nodes, config, connect_timeout())
+
+
+def api_key_for(secrets: Sequence[str]) -> str | None:
+    """VLLM_API_KEY's value where the spec lists it as a secret."""
+    return os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in secrets else None
+
+
+def ssh_config_for(spec_path: str, given: str | None, in_spec: str | None) -> str | None:
     """The ssh_config to use: the option's, else the spec's (relative to the spec's folder)."""
     config = given or in_spec
     if config and not Path(config).expanduser().is_absolute() and not given:

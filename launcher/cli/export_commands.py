@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from launcher.cli.common import SPEC, SSH_CONFIG, echo
+from launcher.cli.common import SPEC, SSH_CONFIG, echo, planned_fleet
 from launcher.errors import ExitStatus
 
 
@@ -69,9 +69,8 @@ def systemd(
     from launcher.commands.systemd import default_env_file, supervise_unit
     from launcher.commands.systemd import install as write_unit
     from launcher.core.serving.systemd import render_unit
-    from launcher.load import plan_fleet
 
-    fleet = plan_fleet(spec)
+    fleet = planned_fleet(spec, ssh_config)  # it must plan, as supervise will
     planned = replace(fleet.deployments[0].spec, name=fleet.name)  # the unit supervises every deployment
     extra = [
         *(["--ssh-config", str(Path(ssh_config).resolve())] if ssh_config else []),

@@ -9,7 +9,7 @@ from launcher.cli.common import echo
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import Deployments, FleetUp
+    from launcher.commands.fleet import FleetUp, Reachable
     from launcher.core.serving.state import DownResult
 
 
@@ -60,14 +60,14 @@ def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatu
     return ExitStatus.OK
 
 
-def down_said(chosen: Deployments, results: dict[str, DownResult], as_json: bool) -> ExitStatus:
+def down_said(chosen: Reachable, results: dict[str, DownResult], as_json: bool) -> ExitStatus:
     """What `down` left (JSON on request); exit 4 naming each node not reached, 1 when a process
     survived SIGKILL."""
     from launcher.core.reports import down_json
 
     if as_json:
-        docs = {n: json.loads(down_json(chosen.clusters[n].spec.name, r)) for n, r in results.items()}
-        echo(json.dumps(next(iter(docs.values())) if not chosen.fleet.multi else docs, indent=2))
+        docs = {n: json.loads(down_json(chosen.clusters[n].name, r)) for n, r in results.items()}
+        echo(json.dumps(next(iter(docs.values())) if not chosen.multi else docs, indent=2))
     if any(r.unreachable for r in results.values()):
         if as_json:
             return ExitStatus.UNREACHABLE

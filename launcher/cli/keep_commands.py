@@ -18,16 +18,16 @@ from launcher.cli.common import (
     SPEC,
     SSH_CONFIG,
     echo,
-    open_cluster,
     open_deployments,
     secret_values,
 )
 from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_cluster
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:
     from launcher.core.serving.supervision import Event
-    from launcher.node.cluster import Cluster
+    from launcher.node.cluster import Reached
 
 
 @click.command()
@@ -175,14 +175,20 @@ def _sink(log: TextIO, printer: Printer) -> Callable[[Event], None]:
     "-n", "--lines", type=int, default=300, show_default=True, help="Lines of each node's recent logs."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print where the bundle is and what it holds, as JSON.")
-def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, as_json: bool) -> ExitStatus:
+@click.option(
+    "--deployment", default=None, metavar="NAME", help="Which deployment, in a spec that holds several."
+)
+def diagnose(
+    spec: str, ssh_config: str | None, output: str | None, lines: int, as_json: bool, deployment: str | None
+) -> ExitStatus:
     """Write everything a bug report needs into one .tar.gz, secrets taken out.
 
     \b
     The spec and its plan, `check --json`, `status` (with the watchdog), and from every
     node: its last two runs' logs (last --lines lines), state, `nvidia-smi -q`, `ip addr`
     and routes, RDMA devices, the kernel log's tail (dmesg), kernel, driver, vLLM and
-    torch versions, memory and the engine environment. The value of every secret the spec
+    torch versions, memory and the engine environment (a spec that does not plan: its
+    problems instead of the plan and the check). The value of every secret the spec
     names (as the running processes and this environment hold it), and anything that looks
     like a token, key or password, is replaced by <redacted>. A node that cannot be reached
     gets an error.txt instead. Attach the file to the report; look inside first with
@@ -191,15 +197,17 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, 
     \b
     Examples:
       spark-launch diagnose cluster.yaml -o spark-pair-bundle.tar.gz
+      spark-launch diagnose fleet.yaml --deployment small
       tar tzf spark-pair-bundle.tar.gz
       spark-launch diagnose cluster.yaml --json | jq -r .bundle
     """
     from launcher.commands.diagnose import collect, write_bundle
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    with open_cluster(spec, ssh_config) as cluster:
-        name = cluster.spec.name
-        files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__)
+    with reach_cluster(spec, ssh_config, deployment) as (cluster, problems):
+        name = cluster.name.replace("/", "-")  # a deployment's name (NAME/DEPLOYMENT) names one file
+        why = problems.render() if problems else None
+        files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__, why)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"
     size = write_bundle(files, out, f"spark-launch-diagnose-{name}-{stamp}")
     if as_json:
@@ -213,8 +221,8 @@ def diagnose(spec: str, ssh_config: str | None, output: str | None, lines: int, 
     return ExitStatus.OK
 
 
-def secret_values_present(cluster: Cluster) -> dict[str, str]:
+def secret_values_present(cluster: Reached) -> dict[str, str]:
     """The spec's secrets set in this environment (diagnose runs without them too)."""
     import os
 
-    return {n: os.environ[n] for n in cluster.spec.secrets if os.environ.get(n)}
+    return {n: os.environ[n] for n in cluster.reach.secrets if os.environ.get(n)}

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 import click
 
 from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
+from launcher.cli.reaching import reach_deployments
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import Deployments
+    from launcher.commands.fleet import Reachable
     from launcher.node.executor import NodeError
 
 
@@ -66,14 +67,14 @@ def status(
     from launcher.core.reports import status_text
 
     # Watching, a node that is down now must be asked again at each refresh: no connecting first.
-    with open_deployments(spec, ssh_config, deployment, reach=not watch) as chosen:
+    with reach_deployments(spec, ssh_config, deployment, reach=not watch) as chosen:
         if watch:
             from launcher.cli.status_watch import watch_status
 
             if len(chosen.clusters) > 1:
                 raise InputError("status --watch follows one deployment", "name it with --deployment NAME")
             return watch_status(next(iter(chosen.clusters.values())), deadline, every, as_json)
-        if chosen.fleet.multi or chosen.endpoint is not None:
+        if chosen.multi or chosen.endpoint is not None:
             return _fleet_status(chosen, None if no_watchdog else deadline, as_json)
         (cluster,) = chosen.clusters.values()
         result = look(cluster, None if no_watchdog else deadline)
@@ -86,7 +87,7 @@ def status(
     return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
 
 
-def _fleet_status(chosen: Deployments, deadline: float | None, as_json: bool) -> ExitStatus:
+def _fleet_status(chosen: Reachable, deadline: float | None, as_json: bool) -> ExitStatus:
     """`status` of several deployments (or one behind the endpoint): each named, then the endpoint."""
     from launcher.cli.fleet_output import all_serve
     from launcher.commands.fleet import status_fleet
@@ -138,7 +139,7 @@ def logs(
     """
     from launcher.commands.logs import endpoint_logs, fleet_logs
 
-    with open_deployments(spec, ssh_config, deployment) as chosen:
+    with reach_deployments(spec, ssh_config, deployment) as chosen:
         known = {n for c in chosen.clusters.values() for n in c.names}
         unknown = [n for n in nodes if n not in known]
         if unknown:
@@ -154,7 +155,7 @@ def logs(
         shown = {
             d: [n for n in names if n not in chosen.clusters[d].unreachable] for d, names in wanted.items()
         }
-        labels = [f"{d}/{n}" if chosen.fleet.multi else n for d, names in shown.items() for n in names]
+        labels = [f"{d}/{n}" if chosen.multi else n for d, names in shown.items() for n in names]
         width = max(map(len, labels), default=0)
 
         def emit(node: str, line: str) -> None:

@@ -53,11 +53,20 @@ def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("ssh: %(message)s"))
-    logging.getLogger("launcher.ssh").addHandler(handler)
-    logging.getLogger("launcher.ssh").setLevel(logging.INFO)
+    loggers = [logging.getLogger("launcher.ssh")]
+    loggers[0].setLevel(logging.INFO)
     if value > 1:  # the SSH handshake itself, message by message
-        logging.getLogger("paramiko").addHandler(handler)
-        logging.getLogger("paramiko").setLevel(logging.DEBUG)
+        loggers.append(logging.getLogger("paramiko"))
+        loggers[1].setLevel(logging.DEBUG)
+    for logger in loggers:
+        logger.addHandler(handler)
+
+    def quiet() -> None:  # only for this command: a later one in this process must not write to its stream
+        for logger in loggers:
+            logger.removeHandler(handler)
+            logger.setLevel(logging.NOTSET)
+
+    ctx.call_on_close(quiet)
 
 
 @click.group(

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from launcher.cli.common import SPEC, echo, screen
+from launcher.cli.common import SPEC, SSH_CONFIG, echo, open_deployments, screen
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -20,13 +20,27 @@ from launcher.errors import ExitStatus, SparkLaunchError
     default=None,
     help="Preview moving to another supported vLLM release: what changes, per node.",
 )
-def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
+@click.option(
+    "--from-head",
+    is_flag=True,
+    help="Read what this machine lacks (the model's config.json, a build's flag catalog) from the head node.",
+)
+@SSH_CONFIG
+def plan(
+    spec: str, as_json: bool, release: str | None, from_head: bool, ssh_config: str | None
+) -> ExitStatus:
     """Print what would run on every node, and why, without running anything.
 
     \b
     For each node: the exact environment and `vllm serve` command. Then every setting
     that vLLM would derive on its own and that must agree across nodes, with the value
     decided, the flag pinning it and the reason. Secrets appear by name only.
+    Offline by default: the model's config.json as this machine reads it (or as read from
+    the head earlier), a committed flag catalog (or one learned from the head earlier).
+    A setting whose default depends on the model's kind, when the plan cannot see the
+    model, is refused with how to settle it: --from-head reads the model's config.json on
+    the head node (and learns the flags of a vLLM build without a committed catalog from
+    its own vLLM), or write model.kind in the spec. check and up do the same by themselves.
 
     \b
     --compare-release VERSION plans the spec for that release too (its own committed catalog
@@ -39,6 +53,7 @@ def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
     Examples:
       spark-launch plan configs/qwen3-next-2x-spark.yaml
       spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
+      spark-launch plan cluster.yaml --from-head
       spark-launch plan configs/qwen3-next-2x-spark-v032.yaml --compare-release 0.33.0
     """
     from launcher.core.views import fleet_json, fleet_text
@@ -51,7 +66,11 @@ def plan(spec: str, as_json: bool, release: str | None) -> ExitStatus:
         comparison = compare_file(spec, release)
         echo(json.dumps(comparison.as_dict(), indent=2) if as_json else comparison_text(comparison))
         return ExitStatus.OK
-    fleet = plan_fleet(spec)
+    if from_head:
+        with open_deployments(spec, ssh_config, None, reach=False) as chosen:
+            fleet = chosen.fleet
+    else:
+        fleet = plan_fleet(spec)
     echo(fleet_json(fleet) if as_json else fleet_text(fleet, screen()))
     return ExitStatus.OK
 

@@ -12,11 +12,11 @@ from launcher.cli.progress import UP
 from launcher.errors import ExitStatus, printable
 
 if TYPE_CHECKING:
-    from launcher.node.cluster import Cluster
+    from launcher.node.cluster import Reached
 
 
 def watch_status(
-    cluster: Cluster,
+    cluster: Reached,
     deadline: float,
     every: float,
     as_json: bool,

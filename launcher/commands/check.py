@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from launcher.catalogs import load_catalog
 from launcher.commands.inputs import gather
 from launcher.commands.probing import probe_tag, run_probe
 from launcher.core import remote
@@ -24,12 +23,14 @@ from launcher.core.answers.probe import Listening, connected
 from launcher.core.checks import (
     Report,
     Row,
+    catalog_rows,
     env_rows,
     host_rows,
     image_release_row,
     memory_rows,
     model_rows,
     network_rows,
+    planned_model_rows,
     probe_rows,
     vllm_rows,
 )
@@ -37,6 +38,7 @@ from launcher.core.checks.memory import budgets
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
+from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
 
 __all__ = ["NodesDisagree", "run_check"]
@@ -100,7 +102,8 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
     facts = {n: a for n, a in answers.items() if not isinstance(a, SparkLaunchError)}
     if len(facts) < len(answers):
         return Report(tuple(cluster.names), tuple(rows))
-    rows += vllm_rows(spec, facts) + model_rows(spec, facts) + env_rows(plan, facts)
+    rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
+    rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, reach.result(facts))
     rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
     weighed = budgets(spec, plan, facts)
@@ -114,7 +117,8 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
         rows.append(Row("probe", "answers", cached, True, level="warn"))
         if spec.vllm.runtime == "docker" and not any("error" in r for r in resolved.values()):
             rows.append(image_release_row(spec, resolved))
-        rows += probe_rows(plan, load_catalog(plan.catalog_version), resolved)
+        catalog = cluster.sources.catalog if cluster.sources else catalog_for(spec)
+        rows += probe_rows(plan, catalog, resolved)
     return Report(tuple(cluster.names), tuple(rows), facts, weighed)
 
 

@@ -33,41 +33,48 @@ from launcher.core.redact import redact
 from launcher.core.reports import check_json, check_text, status_text
 from launcher.core.views import plan_json, plan_text
 from launcher.errors import SparkLaunchError, one_line
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Cluster, Reached
 
 # A member name a node may choose: up to three plain parts (logs/RUN.log), nothing that climbs out.
 MEMBER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,120}){0,2}\Z")
 
 
 def collect(
-    cluster: Cluster,
+    cluster: Reached,
     spec_path: str,
     secret_values: dict[str, str],
     reporter: Reporter,
     lines: int = 300,
     version: str = "?",
+    spec_problems: str | None = None,
 ) -> dict[str, str]:
-    """Every file of the bundle by its path inside it, secrets already replaced."""
+    """Every file of the bundle by its path inside it, secrets already replaced.
+
+    A cluster without a plan (`spec_problems`: why the spec does not plan) gets those problems
+    instead of the plan and the check.
+    """
     files: dict[str, str] = {
         "spec.yaml": Path(spec_path).read_text(errors="replace"),
-        "plan.txt": plan_text(cluster.plan),
-        "plan.json": plan_json(cluster.plan),
         "launcher.json": json.dumps(_launcher(version), indent=2),
-        **bundle_files(cluster.spec.name),  # the last runs' receipts, with any stacks captured
+        **bundle_files(cluster.name),  # the last runs' receipts, with any stacks captured
     }
-    reporter.info("check (cached probe answers where they hold)")
-    files.update(_attempt("check", lambda: _check(cluster)))
+    if isinstance(cluster, Cluster):
+        files.update({"plan.txt": plan_text(cluster.plan), "plan.json": plan_json(cluster.plan)})
+        reporter.info("check (cached probe answers where they hold)")
+        files.update(_attempt("check", lambda: _check(cluster)))
+    if spec_problems is not None:
+        files["spec-problems.txt"] = spec_problems
     reporter.info("status, with the watchdog")
     files.update(_attempt("status", lambda: _status(cluster)))
     reporter.info(f"gathering from {len(cluster.names)} node(s)")
-    request = {"lines": lines, "venv": cluster.spec.vllm.venv, "secrets": list(cluster.spec.secrets)}
+    request = {"lines": lines, "venv": cluster.reach.venv, "secrets": list(cluster.reach.secrets)}
     answers = cluster.each(lambda agent: agent.ask(remote.gather_call(agent.dir, request), gathered))
     for name, answer in answers.items():
         if isinstance(answer, SparkLaunchError):
             files[f"nodes/{name}/error.txt"] = answer.render()
             continue
         files.update(node_files(name, answer))
-    values = [*secret_values.values(), *(os.environ[n] for n in cluster.spec.secrets if os.environ.get(n))]
+    values = [*secret_values.values(), *(os.environ[n] for n in cluster.reach.secrets if os.environ.get(n))]
     return {path: redact(text, values) for path, text in files.items()}
 
 
@@ -121,7 +128,7 @@ def _check(cluster: Cluster) -> dict[str, str]:
     return {"check.json": check_json(report), "check.txt": check_text(report)}
 
 
-def _status(cluster: Cluster) -> dict[str, str]:
+def _status(cluster: Reached) -> dict[str, str]:
     found = status(cluster, deadline=10)
     return {
         "status.json": json.dumps(found.as_dict(), indent=2),

@@ -6,10 +6,10 @@ from launcher.commands.reporter import Reporter
 from launcher.commands.stopping import stop_reachable
 from launcher.core.reports import down_lines
 from launcher.core.serving.state import DownResult
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Reached
 
 
-def down(cluster: Cluster, grace: float, reporter: Reporter) -> DownResult:
+def down(cluster: Reached, grace: float, reporter: Reporter) -> DownResult:
     """Stop the cluster on every node that answers, and say what is left: processes that
     survived SIGKILL (`clean` is false) and the nodes that could not be reached."""
     stopped, unreachable = stop_reachable(cluster, grace)

@@ -25,10 +25,11 @@ from launcher.core.checks.memory import shared_memory_row
 from launcher.core.fleet import Fleet
 from launcher.core.reports import check_summary
 from launcher.core.serving.state import ClusterStatus, DownResult
-from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster
+from launcher.errors import SparkLaunchError, SpecError
+from launcher.node.cluster import Cluster, Reached
 
 T = TypeVar("T")
+C = TypeVar("C", bound=Reached)
 
 
 @dataclass
@@ -40,6 +41,32 @@ class Deployments:
     endpoint: Endpoint | None
     whole: bool  # every deployment (no --deployment): the endpoint is started and stopped too
 
+    @property
+    def name(self) -> str:
+        """The cluster's name."""
+        return self.fleet.name
+
+    @property
+    def multi(self) -> bool:
+        """Written with deployments: (else one deployment, named after the cluster)."""
+        return self.fleet.multi
+
+
+@dataclass
+class Unplanned:
+    """The chosen deployments of a spec that does not plan: their names and nodes only, over one
+    executor. `down`, `status` and `logs` work from what the nodes' own state says runs."""
+
+    name: str
+    multi: bool
+    clusters: dict[str, Reached]
+    whole: bool
+    problems: SpecError  # why the spec does not plan
+    endpoint: None = None  # an endpoint's router is stopped with a spec that plans
+
+
+Reachable = Deployments | Unplanned
+
 
 @dataclass
 class FleetUp:
@@ -50,16 +77,16 @@ class FleetUp:
     failed: dict[str, SparkLaunchError] = field(default_factory=dict)
 
 
-def each(deployments: Deployments, task: Callable[[str, Cluster], T]) -> dict[str, T | SparkLaunchError]:
+def each(clusters: dict[str, C], task: Callable[[str, C], T]) -> dict[str, T | SparkLaunchError]:
     """Run `task` for every chosen deployment at once; an error is that deployment's result."""
 
     def guarded(name: str) -> T | SparkLaunchError:
         try:
-            return task(name, deployments.clusters[name])
+            return task(name, clusters[name])
         except SparkLaunchError as exc:
             return exc
 
-    names = list(deployments.clusters)
+    names = list(clusters)
     if len(names) == 1:  # in this thread: Ctrl-C reaches it as it reaches a one-model `up`
         return {names[0]: guarded(names[0])}
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
@@ -102,7 +129,7 @@ def _start_all(
         # The router starts beside the deployments (it needs none of them to listen).
         endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
         outcomes = each(
-            deployments,
+            deployments.clusters,
             lambda n, c: up(c, secret_values, checked_options, say(n), checked=reports.get(n)),
         )
         url = endpoint.result()
@@ -124,7 +151,7 @@ def _endpoint(deployments: Deployments, secret_values: dict[str, str], reporter:
 
 def _not_running(deployments: Deployments) -> list[str]:
     """The chosen deployments that do not already run their plan everywhere."""
-    found = each(deployments, lambda _, c: status(c, deadline=None))
+    found = each(deployments.clusters, lambda _, c: status(c, deadline=None))
     return [n for n, s in found.items() if not (isinstance(s, ClusterStatus) and s.state == "running")]
 
 
@@ -168,13 +195,11 @@ def with_endpoint(report: Report, deployments: Deployments) -> Report:
     return replace(report, rows=(*report.rows, row))
 
 
-def down_fleet(deployments: Deployments, grace: float, reporter: Reporter) -> dict[str, DownResult]:
+def down_fleet(deployments: Reachable, grace: float, reporter: Reporter) -> dict[str, DownResult]:
     """Stop the chosen deployments (every one: the endpoint too), each on its own nodes."""
     results: dict[str, DownResult] = {}
     for name, cluster in deployments.clusters.items():
-        results[name] = down(
-            cluster, grace, Prefixed(reporter, name) if deployments.fleet.multi else reporter
-        )
+        results[name] = down(cluster, grace, Prefixed(reporter, name) if deployments.multi else reporter)
     if deployments.endpoint is not None and deployments.whole:
         try:
             answer = stop_endpoint(deployments.endpoint, grace)
@@ -191,10 +216,11 @@ def down_fleet(deployments: Deployments, grace: float, reporter: Reporter) -> di
     return results
 
 
-def status_fleet(deployments: Deployments, deadline: float | None) -> dict[str, Any]:
+def status_fleet(deployments: Reachable, deadline: float | None) -> dict[str, Any]:
     """`status --json` of several deployments: each named, and the endpoint."""
-    found = each(deployments, lambda _, c: status(c, deadline))
-    out: dict[str, Any] = {"cluster": deployments.fleet.name, "deployments": []}
+    clusters: dict[str, Reached] = dict(deployments.clusters)
+    found = each(clusters, lambda _, c: status(c, deadline))
+    out: dict[str, Any] = {"cluster": deployments.name, "deployments": []}
     for name, result in found.items():
         if isinstance(result, SparkLaunchError):
             raise result

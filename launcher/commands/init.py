@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from launcher.cache import learned_catalog
 from launcher.catalogs import known_versions, load_catalog
 from launcher.commands.facts import agents, all_facts
 from launcher.commands.listening import Listener
@@ -21,6 +22,8 @@ from launcher.core.answers.discover import Discovered
 from launcher.core.answers.probe import connected
 from launcher.core.init import decide, draft, interconnect, spec_file
 from launcher.core.init.spec_file import Written
+from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.releases import release_for
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, fan_out
@@ -54,11 +57,24 @@ def init(executor: Executor, request: draft.InitRequest, filename: str, reporter
             f"trying {len(found.found)} candidate link(s): a TCP connection from every worker to the head"
         )
     decisions, warnings = decide.decide(request, facts, found, try_links(by_name, found.found))
-    version = decisions.version.value
-    catalog = load_catalog(version) if version in known_versions() else None
+    catalog = _catalog(decisions.version.value)
     spec = spec_file.compose(decisions, catalog, decide.header(request, filename), filename)
     lacking = draft.lacking_model(request, facts)
     return InitResult(spec, decisions.choice, tuple(warnings), facts, time.monotonic() - began, lacking)
+
+
+def _catalog(version: str | None) -> Catalog | None:
+    """The catalog the nodes' version plans with: committed, or learned from a node earlier."""
+    if version is None:
+        return None
+    try:
+        committed = release_for(version, known_versions()).catalog
+    except ValueError:  # no version, or one older than every supported release
+        return None
+    if committed:
+        return load_catalog(committed)
+    learned = learned_catalog(version)
+    return learned[0] if learned else None
 
 
 def try_links(by_name: dict[str, Agent], found: list[interconnect.Candidate]) -> dict[str, dict[str, str]]:

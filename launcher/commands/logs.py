@@ -7,14 +7,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Reached
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import Deployments
+    from launcher.commands.fleet import Reachable
 
 
 def logs(
-    cluster: Cluster, names: list[str], lines: int, follow: bool, emit: Callable[[str, str], None]
+    cluster: Reached, names: list[str], lines: int, follow: bool, emit: Callable[[str, str], None]
 ) -> None:
     """Each node's log line by line, handed to `emit(node, line)`; following interleaves them as
     they come."""
@@ -42,7 +42,7 @@ def logs(
 
 
 def fleet_logs(
-    deployments: Deployments,
+    deployments: Reachable,
     names: dict[str, list[str]],
     lines: int,
     follow: bool,
@@ -52,7 +52,7 @@ def fleet_logs(
     the node's name, or deployment/node with several deployments."""
     jobs = []
     for dep, cluster in deployments.clusters.items():
-        multi = deployments.fleet.multi
+        multi = deployments.multi
 
         def say(node: str, line: str, dep: str = dep, multi: bool = multi) -> None:
             emit(f"{dep}/{node}" if multi else node, line)
@@ -69,9 +69,7 @@ def fleet_logs(
         time.sleep(0.2)
 
 
-def endpoint_logs(
-    deployments: Deployments, lines: int, follow: bool, emit: Callable[[str, str], None]
-) -> None:
+def endpoint_logs(deployments: Reachable, lines: int, follow: bool, emit: Callable[[str, str], None]) -> None:
     """The endpoint's log, handed to `emit("endpoint/<node>", line)`."""
     assert deployments.endpoint is not None
     label = f"endpoint/{deployments.endpoint.plan.node.name}"

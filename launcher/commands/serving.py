@@ -11,7 +11,7 @@ from collections.abc import Callable
 from prometheus_client.parser import text_string_to_metric_families
 
 from launcher.core.serving.watchdog import Completion, Counters, Verdict, counters_from, judge
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Reached
 from launcher.node.executor import NodeError
 
 DEADLINE = 30.0  # seconds a 1-token completion may take before the engine counts as wedged
@@ -19,7 +19,7 @@ PROMPT = "Hello"
 LOST_AFTER_SECONDS = 6.0  # each node's watch sends a heartbeat a second
 
 
-def head_health(cluster: Cluster) -> tuple[int | None, str | None]:
+def head_health(cluster: Reached) -> tuple[int | None, str | None]:
     """The head's /health status and served model (None for what does not answer)."""
     health, model = None, None
     try:
@@ -31,7 +31,7 @@ def head_health(cluster: Cluster) -> tuple[int | None, str | None]:
 
 
 def head_verdict(
-    cluster: Cluster,
+    cluster: Reached,
     deadline: float,
     since: Counters | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -42,7 +42,7 @@ def head_verdict(
 
 
 def watchdog(
-    cluster: Cluster,
+    cluster: Reached,
     not_running: list[str],
     health: int | None,
     model: str | None,
@@ -59,7 +59,7 @@ def watchdog(
     return judge(not_running, health, completion, before, after, deadline, since), after
 
 
-def read_counters(cluster: Cluster, clock: Callable[[], float] = time.monotonic) -> Counters | None:
+def read_counters(cluster: Reached, clock: Callable[[], float] = time.monotonic) -> Counters | None:
     """The engine's counters from the head's /metrics; None when they cannot be read."""
     try:
         code, body = cluster.http("GET", "/metrics", timeout=10)
@@ -69,7 +69,7 @@ def read_counters(cluster: Cluster, clock: Callable[[], float] = time.monotonic)
 
 
 def complete(
-    cluster: Cluster, model: str, deadline: float, clock: Callable[[], float] = time.monotonic
+    cluster: Reached, model: str, deadline: float, clock: Callable[[], float] = time.monotonic
 ) -> Completion:
     """A one-token completion that must finish within `deadline` seconds."""
     body = json.dumps({"model": model, "prompt": PROMPT, "max_tokens": 1}).encode()

@@ -12,16 +12,16 @@ from collections.abc import Callable
 
 from launcher.commands.serving import DEADLINE, head_health, watchdog
 from launcher.core.answers.run import NodeState
-from launcher.core.serving.state import ClusterStatus, NodeStatus
+from launcher.core.serving.state import ClusterStatus, NodeStatus, api_endpoint
 from launcher.core.serving.watchdog import Counters
 from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Reached
 
 __all__ = ["status"]
 
 
 def status(
-    cluster: Cluster,
+    cluster: Reached,
     deadline: float | None = DEADLINE,
     since: Counters | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -29,11 +29,16 @@ def status(
     """Ask every node at once, then the head: /health, /v1/models and (with a deadline) the watchdog.
 
     `since`: the counters of an earlier call, to measure tokens per second over the interval.
+    Without a plan (the spec does not plan), the head's API is where its running command says.
     """
     answers = cluster.each(lambda agent: agent.status())
-    nodes = tuple(_node_status(n.name, n.rank, answers[n.name]) for n in cluster.plan.nodes)
+    nodes = tuple(_node_status(name, rank, answers[name]) for rank, name in enumerate(cluster.names))
+    head = answers[cluster.head_name]
+    if cluster.endpoint is None and isinstance(head, NodeState) and head.state is not None:
+        cluster.endpoint = api_endpoint(list(head.state.argv))
     health, model = head_health(cluster) if nodes[0].running else (None, None)
-    result = ClusterStatus(cluster.spec.name, cluster.plan.digest, nodes, health, model)
+    digest = cluster.plan.digest if cluster.plan else None
+    result = ClusterStatus(cluster.name, digest, nodes, health, model)
     if deadline is None:
         return result
     not_running = [n.name if n.reachable else f"{n.name} (unreachable)" for n in nodes if not n.running]

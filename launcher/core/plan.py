@@ -12,10 +12,11 @@ from launcher.core.rows import Derived, model_rows, runner_set, topology_rows
 from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
 from launcher.core.spec.checks import NO_NODES, release_problem
 from launcher.core.spec.container import changed_from_defaults
+from launcher.core.spec.pep440 import parse
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import Spec
 from launcher.core.vllm.argv import BadValue, check_value, option_args
-from launcher.core.vllm.catalog import Catalog, parse_version
+from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
 
@@ -96,7 +97,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     problems = [*facts.problems, *check_serve_keys(spec, catalog)]
     refused = _check_serve_values(spec, catalog, problems)
     # A rule reading a refused value is skipped: each value is reported once, where refused.
-    inputs = Inputs(spec, catalog, facts, parse_version(spec.vllm.version), refused=frozenset(refused))
+    inputs = Inputs(spec, catalog, facts, parse(spec.vllm.version), refused=frozenset(refused))
     derived, args, owned, notes = _apply_rules(inputs, problems)
     notes[:0] = facts.notes
     args += _served_name(spec, catalog)

@@ -15,6 +15,7 @@ from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import (
+    CONTAINER_LABEL,
     RUN_ROOT,
     NodeCommand,
     container_label,
@@ -24,7 +25,7 @@ from launcher.core.render import (
     shell_words,
 )
 from launcher.core.spec.container import container_options
-from launcher.core.spec.sections import Spec
+from launcher.core.spec.sections import Spec, VllmSection
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 # The scripts take the standard library only: without `site` (-S) no package installed on the
@@ -255,6 +256,25 @@ def probe_save_call(key: str, answer: dict[str, Any]) -> Call:
         timeout=30,
         about="the probe's answer, cached on the node by the image's id and the probe's command",
     )
+
+
+def planning_call(directory: str, request: dict[str, Any]) -> Call:
+    """What a plan made elsewhere needs from the head: the model's small files, the vLLM build."""
+    return script("planning", directory, json.dumps(request), timeout=120)
+
+
+def catalog_call(vllm: VllmSection, cluster: str) -> Call:
+    """The head's own vLLM writes its flag catalog (flags, model traits): no weights, no device.
+
+    venv runtime: the venv's python; docker runtime: the image's, in a container without a
+    network that is removed after (labelled as the cluster's, so `down` would remove it).
+    """
+    if vllm.runtime == "venv":
+        return Call(shell_words([f"{vllm.venv}/bin/python", "-"]), script="catalog", timeout=900)
+    docker = ["docker", "run", "--rm", "--interactive", "--pull=never", "--network=none"]
+    label = f"--label={CONTAINER_LABEL}={cluster}"
+    words = [*docker, label, "--entrypoint", PYTHON, str(vllm.image), "-"]
+    return Call(shell_words(words), script="catalog", timeout=900)
 
 
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:

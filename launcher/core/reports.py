@@ -72,7 +72,10 @@ def _cell(value: Any, room: int = COLUMN - 2) -> str:
 
 def status_text(st: ClusterStatus, now: float) -> str:
     """`status` for people (`now` is the clock's time, for the ages)."""
-    lines = [f"cluster {st.cluster}: {st.state} (spec's plan {st.plan_digest})"]
+    planned = (
+        f"spec's plan {st.plan_digest}" if st.plan_digest else "the spec does not plan: as the nodes say"
+    )
+    lines = [f"cluster {st.cluster}: {st.state} ({planned})"]
     for n in st.nodes:
         if not n.reachable:
             lines.append(f"  {n.name:<12} rank {n.rank}  UNREACHABLE: {n.error}")
@@ -81,7 +84,7 @@ def status_text(st: ClusterStatus, now: float) -> str:
             age = now - (n.since or now)
             what = (
                 f"running  pid {n.pid}, {n.processes} process(es), up {age:.0f} s, run {n.run_id}, "
-                f"plan {n.digest}" + ("" if n.digest == st.plan_digest else "  <- NOT the spec's plan")
+                f"plan {n.digest}" + ("  <- NOT the spec's plan" if st.matches(n) is False else "")
             )
         elif n.run_id:
             what = f"stopped  last run {n.run_id}" + (
@@ -155,7 +158,8 @@ def fleet_status_text(found: dict[str, Any], now: float) -> str:
     """`status` of several deployments (status --json's document) for people, then the endpoint."""
     lines = [f"cluster {found['cluster']}: {len(found['deployments'])} deployment(s)"]
     for d in found["deployments"]:
-        lines.append(f"deployment {d['deployment']}: {d['state']} (spec's plan {d['plan']})")
+        planned = f"spec's plan {d['plan']}" if d["plan"] else "the spec does not plan: as the nodes say"
+        lines.append(f"deployment {d['deployment']}: {d['state']} ({planned})")
         for n in d["nodes"]:
             if not n["reachable"]:
                 what = f"UNREACHABLE: {n['error']}"

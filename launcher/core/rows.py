@@ -40,8 +40,9 @@ def model_rows(
 ) -> list[Derived]:
     """What the plan knows of the model; each known trait is a row the nodes' vLLM must confirm."""
     registry = f"vLLM {catalog.version}'s model registry"
-    whence = f"{facts.source}, looked up in {registry}" if facts.kind else facts.source
-    source = "spec" if facts.source.startswith("model.hybrid in the spec") else "model"
+    declared = facts.source.startswith(("model.kind in the spec", "model.hybrid in the spec"))
+    whence = f"{facts.source}, looked up in {registry}" if facts.kind and not declared else facts.source
+    source = "spec" if declared else "model"
     rows = [Derived("model", facts.text, None, whence, source)]
     traits = (
         ("is_hybrid", facts.hybrid, "mamba or linear-attention layers mixed with attention (IsHybrid)"),

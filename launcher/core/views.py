@@ -9,6 +9,7 @@ from launcher.core.endpoint import CONFIG_FILE, ROUTER_PIN, EndpointPlan
 from launcher.core.fleet import Fleet
 from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
 from launcher.core.render import pretty_command, shown_word
+from launcher.core.spec.pep440 import parse
 from launcher.core.spec.sections import spec_schema
 from launcher.core.terminal import PLAIN, Screen
 from launcher.core.vllm.catalog import Catalog
@@ -96,7 +97,7 @@ def plan_text(plan: Plan, screen: Screen = PLAIN) -> str:
         f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
         f"{len(plan.nodes)} node(s), plan {plan.digest}"
     ]
-    if plan.catalog_version != plan.vllm_version:
+    if parse(plan.catalog_version) != parse(plan.vllm_version).public:  # vllm.flags_from
         out.append(
             f"  ! using the flags of vLLM {plan.catalog_version}: unsupported release, at your own risk"
         )

@@ -1,4 +1,5 @@
-"""A planned cluster and its nodes' agents: the shared handle of every cluster operation."""
+"""A cluster's nodes and their agents (Reached), and a planned one (Cluster): the shared handle
+of every cluster operation."""
 
 from __future__ import annotations
 
@@ -7,18 +8,19 @@ import json
 import secrets as pysecrets
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
+from launcher.core.spec.reach import Reach
 from launcher.core.spec.sections import Spec
+from launcher.core.vllm.models import Sources
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
 from launcher.node.locking import ClusterBusy, busy, holder_is_stale, lock_holder
 
-__all__ = ["Cluster", "ClusterBusy", "Unreachable", "new_run_id"]
+__all__ = ["Cluster", "ClusterBusy", "Reached", "Unreachable", "new_run_id"]
 T = TypeVar("T")
 
 
@@ -42,41 +44,47 @@ class Unreachable(SparkLaunchError):
         return "\n".join(lines)
 
 
-@dataclass
-class Cluster:
-    """The spec, its plan, and one agent per node over one executor."""
+class Reached:
+    """A cluster's nodes, one agent each over one executor: what stopping and inspecting a
+    running cluster need. No plan: the nodes' own state says what runs."""
 
-    spec: Spec
-    plan: Plan
-    executor: Executor
-    api_key: str | None = None  # VLLM_API_KEY's value when the spec lists it as a secret
-    # Nodes found unreachable when the command began (they are not tried again).
-    unreachable: dict[str, NodeError] = field(default_factory=dict)
+    plan: Plan | None = None
 
-    def __post_init__(self) -> None:
-        self.agents = {n.name: Agent(self.executor, self.spec.name, n.name) for n in self.plan.nodes}
+    def __init__(
+        self,
+        reach: Reach,
+        executor: Executor,
+        api_key: str | None = None,
+        endpoint: tuple[str, int] | None = None,
+    ) -> None:
+        self.reach = reach
+        self.executor = executor
+        self.api_key = api_key  # VLLM_API_KEY's value when the spec lists it as a secret
+        self.endpoint = endpoint  # the head's API (host as seen on the head, port), when known
+        self.agents = {n.name: Agent(executor, reach.name, n.name) for n in reach.nodes}
+        # Nodes found unreachable when the command began (they are not tried again).
+        self.unreachable: dict[str, NodeError] = {}
         self._unreleased: set[str] = set()  # tokens of locks taken here whose release failed
+
+    @property
+    def name(self) -> str:
+        """The cluster's name."""
+        return self.reach.name
+
+    @property
+    def names(self) -> list[str]:
+        """Node names, rank order."""
+        return [n.name for n in self.reach.nodes]
+
+    @property
+    def head_name(self) -> str:
+        """Rank 0's name."""
+        return self.names[0]
 
     def require_all(self, consequence: str) -> None:
         """Unreachable, naming every node that cannot be reached, unless all can."""
         if self.unreachable:
             raise Unreachable(dict(self.unreachable), len(self.names), consequence)
-
-    @property
-    def names(self) -> list[str]:
-        """Node names, rank order."""
-        return [n.name for n in self.plan.nodes]
-
-    @property
-    def head(self) -> NodeCommand:
-        """Rank 0."""
-        return self.plan.nodes[0]
-
-    @property
-    def api_host(self) -> str:
-        """Where the head's API listens, as seen from the head itself."""
-        host = self.spec.serve.get("host")
-        return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
 
     def each(self, task: Callable[[Agent], T]) -> dict[str, T | SparkLaunchError]:
         """Run an agent call on every node at once."""
@@ -86,10 +94,11 @@ class Cluster:
         self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0
     ) -> tuple[int, bytes]:
         """An HTTP request to the head's API, through its SSH connection."""
+        if self.endpoint is None:
+            raise NodeError(self.head_name, "where the head's API listens is not known (nothing runs there)")
+        host, port = self.endpoint
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-        response = self.executor.http(
-            self.head.name, self.plan.api_port, method, path, body, timeout, self.api_host, headers
-        )
+        response = self.executor.http(self.head_name, port, method, path, body, timeout, host, headers)
         return response.status, response.body
 
     def served_model(self, timeout: float = 10.0) -> dict[str, Any]:
@@ -100,7 +109,7 @@ class Cluster:
         except (ValueError, KeyError, IndexError, TypeError):
             entry = None
         if not isinstance(entry, dict) or "id" not in entry:
-            raise NodeError(self.head.name, f"GET /v1/models answered {status} without a model")
+            raise NodeError(self.head_name, f"GET /v1/models answered {status} without a model")
         return entry
 
     @contextlib.contextmanager
@@ -112,13 +121,13 @@ class Cluster:
         restarts a cluster): both in one atomic step on the head, naming the holder found.
         """
         holder = lock_holder(command, run_id)
-        agent = self.agents[self.head.name]
+        agent = self.agents[self.head_name]
         answer = agent.lock(holder)
         other = answer.holder
         if not answer.ok and (other.token in self._unreleased or holder_is_stale(other.as_dict())):
             answer = agent.lock(holder, stale=str(other.token))
         if not answer.ok:
-            raise busy(self.spec.name, self.head.name, answer.holder.as_dict())
+            raise busy(self.name, self.head_name, answer.holder.as_dict())
         try:
             yield
         finally:
@@ -128,6 +137,40 @@ class Cluster:
                 agent.unlock(holder["token"])
             except SparkLaunchError:
                 self._unreleased.add(holder["token"])
+
+
+class Cluster(Reached):
+    """The spec, its plan, and one agent per node over one executor: the handle of every
+    operation that plans (`sources`: where the plan's inputs came from, when read for it)."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        plan: Plan,
+        executor: Executor,
+        api_key: str | None = None,
+        sources: Sources | None = None,
+    ) -> None:
+        super().__init__(Reach.of(spec), executor, api_key, (api_host(spec), plan.api_port))
+        self.spec = spec
+        self.plan: Plan = plan
+        self.sources = sources
+
+    @property
+    def head(self) -> NodeCommand:
+        """Rank 0."""
+        return self.plan.nodes[0]
+
+    @property
+    def api_host(self) -> str:
+        """Where the head's API listens, as seen from the head itself."""
+        return api_host(self.spec)
+
+
+def api_host(spec: Spec) -> str:
+    """Where the head's API listens, as seen from the head itself."""
+    host = spec.serve.get("host")
+    return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
 
 
 def new_run_id() -> str:

@@ -164,7 +164,8 @@ class SshExecutor:
         With `conn`, the failure is of setting it up (begun at `since`)."""
         try:
             yield
-        except (paramiko.SSHException, EOFError, OSError) as exc:
+        # UnicodeError: a host name IDNA cannot encode (a label over 63 characters), before any lookup
+        except (paramiko.SSHException, EOFError, OSError, UnicodeError) as exc:
             if conn is None:  # a connection set up earlier broke: the session, not the handshake
                 detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else ""
                 raise NodeError(

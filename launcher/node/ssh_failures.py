@@ -168,7 +168,7 @@ def kind_of(exc: BaseException) -> tuple[str, str]:
         return ("auth-timeout" if "timeout" in str(exc).lower() else "auth"), ""
     if "NoValidConnectionsError" in names:
         return "refused", ""
-    if isinstance(exc, socket.gaierror):
+    if isinstance(exc, socket.gaierror | UnicodeError):  # UnicodeError: IDNA refused the name
         return "resolve", ""
     if isinstance(exc, TimeoutError):
         return "timeout", ""

@@ -20,7 +20,8 @@ import yaml
 from launcher.catalogs import load_catalog
 from launcher.core.plan import Plan, build_plan
 from launcher.core.rules.base import bool_args, in_range
-from launcher.core.vllm.catalog import Catalog, parse_version
+from launcher.core.spec.pep440 import parse
+from launcher.core.vllm.catalog import Catalog
 from launcher.load import catalog_for, read_model_facts
 from tests.conftest import ROOT, spec_of
 
@@ -271,7 +272,7 @@ REFUSALS: tuple[Refusal, ...] = (
         "unreadable",
         {"enable_chunked_prefill": True},
         "serve.enable_prefix_caching",
-        "must be set explicitly for this model",
+        "depends on the model's kind, which the plan cannot tell",
         (
             Check("dense", ON, strip=("enable_prefix_caching",), resolved={"enable_prefix_caching": True}),
             Check(
@@ -281,7 +282,16 @@ REFUSALS: tuple[Refusal, ...] = (
                 resolved={"enable_prefix_caching": False},
             ),
         ),
-        hint="cannot tell the model's kind",
+        hint="model.kind: decoder | hybrid | attention-free | pooling | encoder-decoder",
+    ),
+    Refusal(
+        "model-kind-contradicts-the-registry",
+        "hybrid",
+        {"model_kind": "decoder"},
+        "model.kind",
+        "is decoder, but vLLM",
+        (Check("hybrid", {}, resolved={"is_hybrid": True}),),
+        hint="write model.kind: hybrid",
     ),
     Refusal(
         "model-hybrid-contradicts-the-registry",
@@ -297,7 +307,7 @@ REFUSALS: tuple[Refusal, ...] = (
 
 def applies(refusal: Refusal, version: str) -> bool:
     """True when the refusal is in force for `version`."""
-    return in_range(parse_version(version), refusal.releases)
+    return in_range(parse(version), refusal.releases)
 
 
 def unset_defaults(case: Case, data: dict[str, Any], plan: Plan) -> tuple[str, ...]:
@@ -339,6 +349,8 @@ def spec_data(case: Case, version: str, venv: Path, models: dict[str, Path]) -> 
     extra = dict(case.serve)
     if "model_hybrid" in extra:
         data["model"]["hybrid"] = extra.pop("model_hybrid")
+    if "model_kind" in extra:
+        data["model"]["kind"] = extra.pop("model_kind")
     data["serve"] = {**serve, "max_model_len": 512, "enforce_eager": True, **extra}
     return data
 

@@ -16,19 +16,24 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from launcher.catalogs import CATALOG_DIR
+from launcher.commands.planning import learn_catalog
 from launcher.core.checks import AGREE
+from launcher.core.checks.probe import hash_rows
 from launcher.core.plan import PlanProblems
 from launcher.core.render import shell_words
-from launcher.core.vllm.catalog import parse_version
+from launcher.core.vllm.releases import same_release
+from launcher.node.agent import Agent
 from launcher.node.scripts.probe import MARKER
 from tests.conformance import cases
 from tests.conformance.conftest import RELEASES, Answers, probe_file, venv_for
-from tests.conftest import ROOT
+from tests.conftest import base_spec, edit, spec_of
+from tests.fakes.local import LocalExecutor
 
 pytestmark = pytest.mark.conformance
 
@@ -40,7 +45,7 @@ ARGUMENTS = {"port"}
 
 def ok(result: dict[str, Any], version: str, what: str) -> dict[str, Any]:
     """The resolved values of a probe result, after checking it ran on the release under test."""
-    assert parse_version(result["vllm_version"]) == parse_version(version), (
+    assert same_release(version, result["vllm_version"]), (
         f"{what}: the probe ran vLLM {result['vllm_version']}, not {version}"
     )
     assert result["ok"], f"{what}: {result.get('error')}"
@@ -50,16 +55,43 @@ def ok(result: dict[str, Any], version: str, what: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("version", RELEASES)
-def test_catalog_matches_the_real_package(version: str) -> None:
-    venv = venv_for(version)
-    done = subprocess.run(
-        [str(venv / "bin" / "python"), str(ROOT / "scripts" / "gen_catalog.py")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+def test_the_catalog_a_node_learns_from_its_own_vllm_is_the_committed_one(
+    version: str, tmp_path: Path
+) -> None:
+    """Through the launcher's own path (the node script sent to the node's vLLM python, its answer
+    read back), with this machine as the node: the same as `make catalogs` committed."""
+    spec = spec_of(edit(base_spec(version), **{"vllm.venv": str(venv_for(version))}))
+    (tmp_path / "home").mkdir()
+    learned = learn_catalog(Agent(LocalExecutor(tmp_path / "home"), spec.name, spec.head.name), spec)
     committed = json.loads((CATALOG_DIR / f"vllm-{version}.json").read_text())
-    assert json.loads(done.stdout) == committed, "catalog is stale: run `make catalogs`"
+    assert learned == committed, "catalog is stale: run `make catalogs`"
+
+
+@pytest.mark.parametrize("case", cases.PLANS, ids=[c.id for c in cases.PLANS])
+@pytest.mark.parametrize("version", RELEASES)
+def test_vllms_own_config_hash_agrees_across_the_nodes_of_every_plan(
+    answers: Callable[[str], Answers], version: str, case: cases.Case
+) -> None:
+    got = answers(version)
+    resolved = {
+        n.name: ok(got.results[("plan", case.id, str(n.rank))], version, f"{case.id}/{n.name}")
+        for n in got.plans[case.id].nodes
+    }
+    (row,) = hash_rows(resolved)
+    assert row.ok, f"{case.id}: {row.values} {row.hint}"
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_the_hash_row_fails_for_the_hand_split_and_names_what_differs(
+    answers: Callable[[str], Answers], version: str
+) -> None:
+    got = answers(version)
+    head = ok(got.results[("split", "head")], version, "head")
+    worker = ok(got.results[("split", "worker")], version, "worker")
+    (row,) = hash_rows({"head": head, "worker": worker})
+    assert not row.ok
+    for field in ("cache_config.enable_prefix_caching", "cache_config.mamba_cache_mode"):
+        assert field in (row.hint or ""), row.hint
 
 
 @pytest.mark.parametrize("case", cases.PLANS, ids=[c.id for c in cases.PLANS])
@@ -121,7 +153,7 @@ def test_every_refusal_says_what_the_release_does(
         result = got.results[("check", refusal.id, str(i))]
         what = f"{refusal.id} check {i}"
         if check.error is not None:
-            assert parse_version(result["vllm_version"]) == parse_version(version)
+            assert same_release(version, result["vllm_version"])
             assert not result["ok"] and check.error in result["error"], f"{what}: {result.get('error')}"
         else:
             resolved = ok(result, version, what)

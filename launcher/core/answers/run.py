@@ -32,6 +32,7 @@ class RunState:
     started_at: float | None = None
     container: str | None = None
     stopped_at: float | None = None
+    argv: tuple[str, ...] = ()  # the command it runs: where the API listens, for a spec that does not plan
 
     @classmethod
     def read(cls, at: At) -> RunState:
@@ -43,6 +44,7 @@ class RunState:
             started_at=at.maybe("started_at", _time),
             container=at.maybe("container", At.name),
             stopped_at=at.maybe("stopped_at", _time),
+            argv=tuple(w.text() for w in at.maybe("argv", At.items) or []),
         )
 
 

@@ -7,9 +7,9 @@ the two comparisons (`same`, `each`); a new kind of row goes in the module of it
 
 from launcher.core.checks.env import env_rows
 from launcher.core.checks.host import host_rows
-from launcher.core.checks.install import image_release_row, vllm_rows
+from launcher.core.checks.install import catalog_rows, image_release_row, vllm_rows
 from launcher.core.checks.memory import memory_rows
-from launcher.core.checks.model import model_rows
+from launcher.core.checks.model import model_rows, planned_model_rows
 from launcher.core.checks.network import network_rows
 from launcher.core.checks.probe import AGREE, probe_rows
 from launcher.core.checks.report import Report, Row, each, same
@@ -18,6 +18,7 @@ __all__ = [
     "AGREE",
     "Report",
     "Row",
+    "catalog_rows",
     "each",
     "env_rows",
     "host_rows",
@@ -25,6 +26,7 @@ __all__ = [
     "memory_rows",
     "model_rows",
     "network_rows",
+    "planned_model_rows",
     "probe_rows",
     "same",
     "vllm_rows",

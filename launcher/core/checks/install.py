@@ -7,7 +7,8 @@ from typing import Any
 
 from launcher.core.checks.report import Row, each, same
 from launcher.core.spec.sections import Spec
-from launcher.core.vllm.catalog import parse_version
+from launcher.core.vllm.models import Sources
+from launcher.core.vllm.releases import same_release
 
 
 def vllm_rows(spec: Spec, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:
@@ -25,9 +26,9 @@ def vllm_rows(spec: Spec, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:
         )
     ]
     versions = {n: x.get("vllm_version") for n, x in v.items()}
-    # A build's local label (0.32.0+cpu, 0.33.0+cu130) is not part of the release; the build
-    # rows below tell builds apart.
-    release_ok = all(_release(x) == parse_version(spec.vllm.version) for x in versions.values())
+    # A version written without a local label (0.32.0) is matched by any build of it (0.32.0+cpu,
+    # 0.33.0+cu130): the build rows below tell builds apart.
+    release_ok = all(same_release(spec.vllm.version, x) for x in versions.values())
     row = same("vllm", "vllm version", versions, "")
     rows.append(
         Row(
@@ -72,13 +73,6 @@ def _files_row(v: Mapping[str, Mapping[str, Any]]) -> Row:
         )
     hint = "files differ from the install's RECORD: a patched or partly replaced vLLM; reinstall it"
     return Row("vllm", "vllm files vs RECORD", values, not changed, hint if changed else None, "warn")
-
-
-def _release(version: Any) -> tuple[int, ...] | None:
-    try:
-        return parse_version(str(version))
-    except ValueError:
-        return None
 
 
 def image_rows(image: str, v: Mapping[str, Mapping[str, Any]]) -> list[Row]:
@@ -134,7 +128,7 @@ def image_rows(image: str, v: Mapping[str, Mapping[str, Any]]) -> list[Row]:
 def image_release_row(spec: Spec, resolved: Mapping[str, Mapping[str, Any]]) -> Row:
     """The vLLM release inside the image, as its own Python reports it (from the probe)."""
     versions = {n: r.get("vllm_version") for n, r in resolved.items()}
-    ok = all(_release(x) == parse_version(spec.vllm.version) for x in versions.values())
+    ok = all(same_release(spec.vllm.version, x) for x in versions.values())
     return Row(
         "vllm",
         "vllm version (in the image)",
@@ -147,3 +141,11 @@ def image_release_row(spec: Spec, resolved: Mapping[str, Mapping[str, Any]]) -> 
 def _short(image_id: str | None) -> str:
     """An image id as docker shows it: 12 hex digits."""
     return (image_id or "").removeprefix("sha256:")[:12]
+
+
+def catalog_rows(head: str, sources: Sources | None) -> list[Row]:
+    """Where the flags the plan was checked against came from, for a build without a committed
+    catalog: learned from the head's own vLLM now, or earlier (the operator's cache)."""
+    if sources is None or sources.learned is None:
+        return []
+    return [Row("vllm", "flag catalog (this build's own)", {head: sources.learned}, True)]

@@ -14,6 +14,7 @@ from launcher.core.answers.facts import Facts
 from launcher.core.checks.report import Row, each
 from launcher.core.spec.sections import Spec
 from launcher.core.sync.manifest import (
+    CONFIG,
     REFUSED_HINT,
     Entry,
     LinkEntry,
@@ -25,6 +26,7 @@ from launcher.core.sync.manifest import (
     needs_weights,
     refusals,
 )
+from launcher.core.vllm.models import Sources
 
 SHOWN = 10  # differing files shown one per row; the rest are counted
 FIX = "spark-launch sync models SPEC copies it from the head and verifies it"
@@ -98,3 +100,29 @@ def _entry(entry: Entry | None) -> str:
     if isinstance(entry, LinkEntry):
         return f"a link to {entry.target}"
     return "missing" if entry is None else f"{entry.sha256[:12]} {human(entry.size)}"
+
+
+def planned_model_rows(sources: Sources | None, facts: Mapping[str, Facts]) -> list[Row]:
+    """Every node's config.json is the one the plan was made from (read here, or on the head)."""
+    if sources is None or sources.model.sha256 is None:
+        return []
+    files, planned = sources.model, sources.model.sha256[:12]
+    where = "here" if files.node is None else f"on {files.node}" + (" earlier" if files.cached_at else "")
+    values = {n: _config_sha(f["models"].get(files.path)) for n, f in facts.items()}
+    ok = all(v in (planned, "(a link)") for v in values.values())  # a link: the manifest rows compare it
+    if files.node is None:
+        hint = (
+            "the config.json here is not the nodes': the plan must be made from theirs (update or "
+            f"remove the copy here, or copy it to the nodes: {FIX})"
+        )
+    else:
+        hint = f"config.json changed on the nodes since it was read {where}: run the command again"
+    item = f"config.json as planned (read {where}: {planned})"
+    return [Row("model", item, values, ok, None if ok else hint)]
+
+
+def _config_sha(manifest: Manifest | None) -> str:
+    entry = manifest.files.get(CONFIG) if manifest is not None else None
+    if entry is not None:
+        return entry.sha256[:12]
+    return "(a link)" if manifest is not None and CONFIG in manifest.links else "missing"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,7 +74,52 @@ def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str,
             pin = "--enable-prefix-caching (the mode follows it)"
         hint = f"the nodes' vLLM derive different {key} (or not the planned one): pin it with {pin}"
         rows.append(same("probe", key, values, hint, expected=_planned(planned.get(key))))
-    return rows
+    return rows + hash_rows(resolved)
+
+
+HASH_ITEM = "vllm config hash"
+SHOWN_FIELDS = 8
+
+
+def hash_rows(resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
+    """vLLM's own hash of each node's resolved config (VllmConfig.compute_hash(): model, cache,
+    parallel, scheduler, device, load, attention, compilation ... configs) in one row; where
+    the hashes differ, the fields that do. None for a release without it."""
+    hashes = {n: r.get("config_hash") for n, r in resolved.items()}
+    if all(h is None for h in hashes.values()):
+        return []
+    if len(set(hashes.values())) == 1:
+        return [Row("probe", HASH_ITEM, hashes, True)]
+    if None in hashes.values():
+        lacking = ", ".join(sorted(n for n, h in hashes.items() if h is None))
+        hint = f"the vLLM on {lacking} reports no config hash: the nodes run different vLLM builds"
+        return [Row("probe", HASH_ITEM, {n: h or "(none)" for n, h in hashes.items()}, False, hint)]
+    fields = differing_fields({n: r.get("config_hash_parts") or {} for n, r in resolved.items()})
+    named = ", ".join(fields[:SHOWN_FIELDS]) + (
+        f" and {len(fields) - SHOWN_FIELDS} more" if len(fields) > SHOWN_FIELDS else ""
+    )
+    hint = (
+        f"the nodes' vLLM resolve different configs: {named or 'the vLLM version'} differ; the same flags, "
+        "VLLM_* variables, vLLM build and model files on every node make them agree"
+    )
+    return [Row("probe", HASH_ITEM, hashes, False, hint)]
+
+
+def differing_fields(parts: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """`part.field` for every field whose value differs between nodes, in the parts whose own
+    hash differs (a field that differs by design leaves a part's hash alone)."""
+    names = sorted({p for node in parts.values() for p in node})
+    out = []
+    for part in names:
+        hashes = {json.dumps((node.get(part) or {}).get("hash")) for node in parts.values()}
+        if len(hashes) == 1:
+            continue
+        fields = sorted({f for node in parts.values() for f in ((node.get(part) or {}).get("fields") or {})})
+        for field in fields:
+            values = {str(((node.get(part) or {}).get("fields") or {}).get(field)) for node in parts.values()}
+            if len(values) > 1:
+                out.append(f"{part}.{field}")
+    return out
 
 
 def _lacks(resolved: Mapping[str, Any], key: str) -> bool:

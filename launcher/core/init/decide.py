@@ -21,7 +21,7 @@ class Decisions:
     choice: Choice  # the fabric
     links_seen: Mapping[str, tuple[str, ...]]  # per node: every interface, for the comments
     path: Decided
-    hybrid: Decided
+    model_kind: Decided  # model.kind: decoder, hybrid, ... as the release's registry sees config.json
     gpus: Mapping[str, Decided]
     kind: str  # gb10, gpu or cpu
     facts: Mapping[str, Mapping[str, Any]]
@@ -58,9 +58,9 @@ def decide(
     """Every decision from the facts and the links tried; and the warnings to print."""
     choice = interconnect.choose(found.found, reach, found.left_out)
     version, place = draft.install(request, facts)
-    path, hybrid, warnings = draft.model(request, facts, request.names[0])
+    path, model_kind, warnings = draft.model(request, facts, request.names[0])
     gpus, kind = draft.gpus(facts)
-    decided = Decisions(request, version, place, choice, found.seen, path, hybrid, gpus, kind, facts)
+    decided = Decisions(request, version, place, choice, found.seen, path, model_kind, gpus, kind, facts)
     return decided, warnings
 
 

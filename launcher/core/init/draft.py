@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.spec.pep440 import is_version
 from launcher.core.vllm.catalog import Catalog
-from launcher.core.vllm.models import facts_from_config
+from launcher.core.vllm.models import facts_from_config, real_kind
 
 # Where vLLM venvs and models usually live on a node (the Hugging Face cache is added there).
 VENV_PLACES = ("/opt/vllm", "/opt/venv", "~/vllm", "~/.venv", "~/venv", "~/vllm-venv")
@@ -71,9 +72,10 @@ def discover_request(request: InitRequest) -> dict[str, Any]:
 
 
 def release(version: Any) -> str | None:
-    """The release of an installed version: 0.32.0 from 0.32.0+cpu; None when there is none."""
-    found = re.match(r"v?(\d+(?:\.\d+){0,2})", str(version or ""))
-    return found.group(1) if found else None
+    """The version as the node reports it (0.32.0+cpu, 0.33.1.dev45+g7ee8a6dd0): vllm.version
+    is written so; None when it is no PEP 440 version."""
+    text = str(version or "")
+    return text if is_version(text) else None
 
 
 def install(request: InitRequest, facts: Facts) -> tuple[Decided, Decided]:
@@ -156,7 +158,7 @@ def _image(image: str, facts: Facts) -> tuple[Decided, Decided]:
 
 
 def model(request: InitRequest, facts: Facts, head: str) -> tuple[Decided, Decided, list[str]]:
-    """(model.path, model.hybrid, warnings): the given path checked everywhere, or the choices found."""
+    """(model.path, model.kind, warnings): the given path checked everywhere, or the choices found."""
     if not request.model:
         return _model_choices(facts)
     path = request.model
@@ -186,13 +188,13 @@ def lacking_model(request: InitRequest, facts: Facts) -> tuple[str, ...]:
 
 
 def model_kind(facts: Facts, source: str, catalog: Catalog | None) -> Decided:
-    """model.hybrid as vLLM's registry (of the release found) sees the config.json on `source`."""
+    """model.kind as vLLM's registry (of the release found) sees the config.json on `source`."""
     config = facts[source].get("model", {}).get("config")
     where = f"config.json on {source}"
     if not isinstance(config, dict) or catalog is None:
         return Decided(None, (f"{where}: the model's kind is unknown without the release's catalog",))
     known = facts_from_config(config, where, catalog)
-    return Decided(known.hybrid, (f"from {where}: {known.text}",))
+    return Decided(real_kind(known), (f"from {where}: {known.text}",))
 
 
 def _incomplete(check: Mapping[str, Any]) -> str | None:
@@ -231,8 +233,8 @@ def _model_choices(facts: Facts) -> tuple[Decided, Decided, list[str]]:
         if where
         else "no --model given and no model found in the Hugging Face cache or /models: write its path"
     )
-    hybrid = Decided(None, ("set true for a model mixing mamba/linear-attention layers with attention",))
-    return Decided(None, ("models found:", *lines) if lines else (), why), hybrid, []
+    kind = Decided(None, ("the model's kind: decoder | hybrid | attention-free | pooling | encoder-decoder",))
+    return Decided(None, ("models found:", *lines) if lines else (), why), kind, []
 
 
 def _gib(size: Any) -> str:

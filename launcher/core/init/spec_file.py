@@ -49,21 +49,21 @@ def entry(key: str, decided: Decided, comment: str = "") -> Entry:
 def compose(d: Decisions, catalog: Catalog | None, header: list[str], filename: str) -> Written:
     """The spec for these decisions and the release's catalog (None: no catalog here), written."""
     d = with_model_kind(d, catalog)
-    return written(header, entries(d, catalog), filename, catalog, d.hybrid.value)
+    return written(header, entries(d, catalog), filename, catalog, d.model_kind.value)
 
 
 def with_model_kind(d: Decisions, catalog: Catalog | None) -> Decisions:
-    """The decisions with model.hybrid as the release's registry sees the model's config.json."""
-    if d.path.value is None or not d.hybrid.notes:
+    """The decisions with model.kind as the release's registry sees the model's config.json."""
+    if d.path.value is None or not d.model_kind.notes:
         return d
-    source = d.hybrid.notes[0].removeprefix("config.json on ")
-    return replace(d, hybrid=model_kind(d.facts, source, catalog))
+    source = d.model_kind.notes[0].removeprefix("config.json on ")
+    return replace(d, model_kind=model_kind(d.facts, source, catalog))
 
 
 def entries(d: Decisions, catalog: Catalog | None) -> tuple[Entry, ...]:
     """The whole spec as entries, the derived serve settings written out."""
     base = _sections(d, ())
-    pins = serve_pins(data_of(base), catalog, d.hybrid.value, str(d.version.value))
+    pins = serve_pins(data_of(base), catalog, d.model_kind.value, str(d.version.value))
     return _sections(d, pins)
 
 
@@ -85,9 +85,9 @@ def _sections(d: Decisions, pins: tuple[Entry, ...]) -> tuple[Entry, ...]:
         "model",
         children=(
             entry("path", d.path),
-            entry("hybrid", d.hybrid)
-            if d.hybrid.value is not None
-            else replace(entry("hybrid", d.hybrid), off=True),
+            entry("kind", d.model_kind)
+            if d.model_kind.value is not None
+            else replace(entry("kind", d.model_kind), off=True),
             Entry(
                 "served_name", "my-model", off=True, comment="the name clients ask for (default: the path)"
             ),
@@ -164,9 +164,9 @@ def _env(d: Decisions) -> Entry:
     return Entry("env", children=tuple(children), comment="identical on every node")
 
 
-def serve_pins(data: Any, catalog: Catalog | None, hybrid: bool | None, version: str) -> tuple[Entry, ...]:
+def serve_pins(data: Any, catalog: Catalog | None, kind: str | None, version: str) -> tuple[Entry, ...]:
     """The derived settings the plan pins for this spec and release, each with the plan's reason."""
-    derived = _derived(data, catalog, hybrid)
+    derived = _derived(data, catalog, kind)
     if derived is None:
         note = "not checked against a catalog of this release (the spec has open choices)"
         return tuple(
@@ -185,21 +185,21 @@ def serve_pins(data: Any, catalog: Catalog | None, hybrid: bool | None, version:
     return tuple(out)
 
 
-def _derived(data: Any, catalog: Catalog | None, hybrid: bool | None) -> dict[str, Any] | None:
+def _derived(data: Any, catalog: Catalog | None, kind: str | None) -> dict[str, Any] | None:
     spec, problems = validate_spec(data)
     if catalog is None or spec is None or problems:
         return None
     try:
-        plan = build_plan(spec, _facts(spec, hybrid, catalog), catalog)
+        plan = build_plan(spec, _facts(spec, kind, catalog), catalog)
     except PlanProblems:
         return None
     return {d.setting: (d.value, d.flag, d.reason.split(" [")[0]) for d in plan.derived}
 
 
-def _facts(spec: Spec, hybrid: bool | None, catalog: Catalog) -> ModelFacts:
-    """What the plan knows of the model where the spec is planned later: `model.hybrid` alone."""
-    declared = spec.model.hybrid if spec.model.hybrid is not None else hybrid
-    return model_facts(declared, None, "config.json on the nodes", catalog)
+def _facts(spec: Spec, kind: str | None, catalog: Catalog) -> ModelFacts:
+    """What the plan knows of the model where the spec is planned later: `model.kind` alone."""
+    declared = spec.model.kind if spec.model.kind is not None else kind
+    return model_facts(None, "config.json on the nodes", catalog, kind=declared, hybrid=spec.model.hybrid)
 
 
 def data_of(items: tuple[Entry, ...]) -> dict[str, Any]:
@@ -218,7 +218,7 @@ def data_of(items: tuple[Entry, ...]) -> dict[str, Any]:
 
 
 def written(
-    header: list[str], items: tuple[Entry, ...], filename: str, catalog: Catalog | None, hybrid: bool | None
+    header: list[str], items: tuple[Entry, ...], filename: str, catalog: Catalog | None, kind: str | None
 ) -> Written:
     """Render, read back through the loader, validate and plan: what still needs an edit, by line."""
     text = render(header, items)
@@ -229,7 +229,7 @@ def written(
     spec, problems = validate_spec(document.data)
     if spec is not None and not problems and catalog is not None:
         try:
-            build_plan(spec, _facts(spec, hybrid, catalog), catalog)
+            build_plan(spec, _facts(spec, kind, catalog), catalog)
         except PlanProblems as exc:
             problems = list(exc.problems)
     elif spec is not None and not problems:

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.core.spec.pep440 import Version, parse
 from launcher.core.spec.sections import Spec
-from launcher.core.vllm.catalog import Catalog, Option, parse_version
+from launcher.core.vllm.catalog import Catalog, Option
 from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
 
@@ -44,7 +45,7 @@ class Inputs:
     spec: Spec
     catalog: Catalog
     facts: ModelFacts
-    version: tuple[int, ...]
+    version: Version
     resolved: dict[str, Any] = field(default_factory=Resolved)
     refused: frozenset[str] = frozenset()  # serve keys whose value its option's type refused
 
@@ -104,12 +105,18 @@ class Rule:
         return in_range(inputs.version, self.versions) and self.when(inputs)
 
 
-def in_range(version: tuple[int, ...], spec: str) -> bool:
-    """True when `version` satisfies every clause of `spec` (">=0.29,<0.33")."""
+def in_range(version: Version, spec: str) -> bool:
+    """True when `version` satisfies every clause of `spec` (">=0.29,<0.33"), by version order.
+
+    Plain order, not PEP 440's specifier rules: those keep 0.33.0rc1 out of both `<0.33` and
+    `>=0.33`, and a version must fall in exactly one of two complementary ranges. A local
+    label (+cpu, +cu130) names a build, not a release: it is left out of the comparison.
+    """
+    public = version.public
     for clause in filter(None, (c.strip() for c in spec.split(","))):
         op = clause.rstrip("0123456789.")
-        bound = parse_version(clause[len(op) :])
-        ok = {">=": version >= bound, "<": version < bound, "<=": version <= bound, ">": version > bound}[op]
+        bound = parse(clause[len(op) :])
+        ok = {">=": public >= bound, "<": public < bound, "<=": public <= bound, ">": public > bound}[op]
         if not ok:
             return False
     return True

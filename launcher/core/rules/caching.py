@@ -22,11 +22,20 @@ DEVICE = (
 )
 
 
+# How to settle a setting that depends on the model's kind, where the plan cannot see it.
+SETTLE = (
+    "`spark-launch plan --from-head SPEC` reads the model's config.json on the head node "
+    "(check, up and the other commands that reach the nodes do so by themselves); or write "
+    "model.kind: decoder | hybrid | attention-free | pooling | encoder-decoder; or write true or false"
+)
+
+
+class KindUnknown(str):
+    """Why a default cannot be known: the model's kind is not (settled by SETTLE)."""
+
+
 def _unknown_kind(inputs: Inputs) -> str:
-    return (
-        f"the plan cannot tell the model's kind ({inputs.facts.source}), and vLLM's default "
-        "depends on it; write true or false, or plan where the model's config.json is readable"
-    )
+    return KindUnknown(f"depends on the model's kind, which the plan cannot tell ({inputs.facts.source})")
 
 
 def default_prefix_caching(inputs: Inputs) -> bool | str:
@@ -56,6 +65,8 @@ def default_chunked_prefill(inputs: Inputs) -> bool | str:
 def _explicit_bool(inputs: Inputs, key: str, default: bool | str) -> bool:
     value = inputs.explicit(key)
     if value is None:
+        if isinstance(default, KindUnknown):
+            raise RuleProblem(key, str(default), SETTLE)
         if isinstance(default, str):
             what = {True: "for a pooling model", False: "for this model"}[bool(inputs.pooling)]
             what = "for an MLA model" if inputs.facts.mla and not inputs.pooling else what

@@ -31,7 +31,7 @@ class ClusterStatus:
     """Every node, plus the head's health and served model."""
 
     cluster: str
-    plan_digest: str
+    plan_digest: str | None  # None: the spec does not plan, so no node can be held to it
     nodes: tuple[NodeStatus, ...]
     health: int | None
     model: str | None
@@ -48,7 +48,13 @@ class ClusterStatus:
             return "stopped"
         if len(running) < len(self.nodes):
             return "partial"
+        if self.plan_digest is None:
+            return "running"
         return "running" if all(n.digest == self.plan_digest for n in running) else "drift"
+
+    def matches(self, node: NodeStatus) -> bool | None:
+        """Whether the node runs the spec's plan; None when the spec does not plan."""
+        return None if self.plan_digest is None else node.digest == self.plan_digest
 
     def as_dict(self) -> dict[str, Any]:
         """For `status --json`."""
@@ -59,8 +65,27 @@ class ClusterStatus:
             "health": self.health,
             "model": self.model,
             "serving": self.serving.as_dict() if self.serving else None,
-            "nodes": [n.__dict__ | {"plan_matches": n.digest == self.plan_digest} for n in self.nodes],
+            "nodes": [n.__dict__ | {"plan_matches": self.matches(n)} for n in self.nodes],
         }
+
+
+def api_endpoint(argv: list[str]) -> tuple[str, int] | None:
+    """Where the head's API listens, as seen on the head, from its running command line
+    (`--port=N`, `--host=H`; vLLM's defaults otherwise): None when nothing runs."""
+    if not argv:
+        return None
+    found: dict[str, str] = {}
+    for i, word in enumerate(argv):
+        for flag in ("--port", "--host"):
+            if word.startswith(flag + "="):
+                found[flag] = word.split("=", 1)[1]
+            elif word == flag and i + 1 < len(argv):
+                found[flag] = argv[i + 1]
+    host = found.get("--host", "")
+    port = found.get("--port", "8000")
+    if not port.isdigit():
+        return None
+    return ("127.0.0.1" if host in ("", "0.0.0.0", "::") else host), int(port)
 
 
 @dataclass

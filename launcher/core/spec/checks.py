@@ -13,6 +13,7 @@ from typing import Protocol
 
 from launcher.core.spec.container import check_container
 from launcher.core.spec.misplaced import runtime_ignored
+from launcher.core.spec.pep440 import is_version
 from launcher.core.spec.secrets import secret_name, secret_problems, token_kind
 from launcher.core.spec.sections import ModelSection, Node, Spec, VllmSection
 from launcher.errors import Problem
@@ -28,7 +29,6 @@ IFACE_NAME = re.compile(r"[A-Za-z0-9._@][A-Za-z0-9._@-]{0,14}\Z")
 SSH_TARGET = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9._+-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]*(?::(\d{1,5}))?\Z")
 SSH_TARGET_HINT = "use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535)"
 IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z")
-RELEASE = re.compile(r"v?\d{1,4}(\.\d{1,4}){0,2}(\+[A-Za-z0-9._-]{1,64})?\Z")
 MAX_GPUS = 64
 ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
 NO_NODES = Problem(("nodes",), "needs at least one node", "list the machines; the first is rank 0")
@@ -63,7 +63,7 @@ def check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
 
 def check_common(spec: Common) -> list[Problem]:
     """Problems of what every deployment shares: the name, vLLM, the nodes, env, secrets, ssh."""
-    problems = [*_check_top(spec), *_check_vllm(spec.vllm), *_check_nodes(spec.nodes)]
+    problems = [*_check_top(spec), *_check_vllm(spec.vllm), *check_nodes(spec.nodes)]
     problems += _check_env(spec) + runtime_ignored(spec.vllm)
     if spec.ssh_config is not None:
         problems += _one_line(("ssh_config",), spec.ssh_config)
@@ -80,10 +80,15 @@ def _one_line(path: tuple[str | int, ...], value: str) -> list[Problem]:
 
 
 def release_problem(path: tuple[str | int, ...], value: str) -> Problem | None:
-    """Why `value` is not a release number like 0.33.0, or None."""
-    if RELEASE.match(value):
+    """Why `value` is not a vLLM version (PEP 440: 0.33.0, 0.33.1.dev45+g7ee8a6dd0), or None."""
+    if is_version(value):
         return None
-    return Problem(path, f"{value!r} is not a release number", 'write it like "0.33.0" (quoted)')
+    return Problem(
+        path,
+        f"{value!r} is not a version number",
+        'write the version the nodes report (PEP 440), quoted: "0.33.0", "0.33.0+cu130", '
+        '"0.33.1.dev45+g7ee8a6dd0"',
+    )
 
 
 def _check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
@@ -107,6 +112,13 @@ def _check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
             )
         )
     problems += _one_line(("model", "path"), path)
+    if model.kind is not None and model.hybrid is not None and (model.kind == "hybrid") != model.hybrid:
+        hybrid = str(model.hybrid).lower()
+        problems.append(
+            Problem(
+                ("model", "hybrid"), f"is {hybrid}, but model.kind is {model.kind}", "remove model.hybrid"
+            )
+        )
     if vllm.runtime == "docker" and ":" in path:
         problems.append(
             Problem(
@@ -168,7 +180,8 @@ def _check_venv(venv: str) -> list[Problem]:
     return _one_line(where, venv)
 
 
-def _check_nodes(nodes: tuple[Node, ...]) -> list[Problem]:
+def check_nodes(nodes: tuple[Node, ...]) -> list[Problem]:
+    """The nodes: at least one, names, addresses and ssh targets usable and each used once."""
     if not nodes:
         return [NO_NODES]
     problems: list[Problem] = []

@@ -8,12 +8,17 @@ from typing import Any, Literal
 from launcher.core.spec.container import ContainerSection
 from launcher.core.spec.schema import EnvValue, JsonValue, doc, json_schema
 
+ModelKind = Literal["decoder", "hybrid", "attention-free", "pooling", "encoder-decoder"]
+
 
 @dataclass(frozen=True)
 class VllmSection:
     """Which vLLM runs on the nodes, and how it is installed there."""
 
-    version: str = doc("the vLLM release installed on every node, e.g. 0.33.0")
+    version: str = doc(
+        "the vLLM version installed on every node, as it reports it (any PEP 440 version): "
+        "0.33.0, 0.33.0+cu130, 0.34.0rc1, 0.33.1.dev45+g7ee8a6dd0; `init` writes it"
+    )
     runtime: Literal["venv", "docker"] = doc("venv (runs <venv>/bin/vllm) or docker", default="venv")
     venv: str | None = doc("venv runtime: the virtual environment holding vLLM", default=None)
     image: str | None = doc(
@@ -25,7 +30,8 @@ class VllmSection:
         default_factory=ContainerSection,
     )
     flags_from: str | None = doc(
-        "for a release with no catalog: use this known release's flags, at your own risk",
+        "use this supported release's flags instead of the ones learned from the nodes' own "
+        "vLLM, at your own risk",
         default=None,
     )
 
@@ -51,10 +57,17 @@ class ModelSection:
 
     path: str = doc("absolute path of the model directory, the same on every node")
     served_name: str | None = doc("name the API serves the model as", default=None)
+    kind: ModelKind | None = doc(
+        "what kind of model vLLM builds, for planning where its config.json is not readable "
+        "(`check` and `up` read it from the head node): decoder (generative, attention only), "
+        "hybrid (mamba or linear attention mixed with attention), attention-free (mamba only), "
+        "pooling (embeddings, scores), encoder-decoder. Where the plan reads config.json, it "
+        "must agree with vLLM's own registry",
+        default=None,
+    )
     hybrid: bool | None = doc(
-        "optional override: true for a generative model mixing mamba/linear attention with "
-        "attention, when its config.json is not readable where you plan (the plan otherwise "
-        "looks its architecture up in vLLM's own registry; a contradiction is an error)",
+        "older form of model.kind: true means kind hybrid; false only says the model is not "
+        "hybrid, which settles nothing that depends on its kind (write model.kind instead)",
         default=None,
     )
 

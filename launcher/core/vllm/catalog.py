@@ -13,15 +13,6 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def parse_version(text: str) -> tuple[int, ...]:
-    """`0.33.0`, `0.33.0+cpu` or `v0.33` as a comparable tuple; ValueError otherwise."""
-    core = text.strip().lstrip("v").split("+")[0]
-    parts = core.split(".")
-    if not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a release number: {text!r}")
-    return tuple(int(p) for p in parts) + (0,) * (3 - len(parts))
-
-
 @dataclass(frozen=True)
 class Bounds:
     """The range a numeric option's value must keep, as its vLLM config field declares it."""
@@ -111,6 +102,7 @@ class Catalog:
     models: Mapping[str, ModelTraits] = field(default_factory=dict)
     mla_model_types: frozenset[str] = frozenset()
     speculative_methods: tuple[str, ...] = ()
+    source: str | None = None  # where it came from when not committed (learned from a node's vLLM)
 
     def get(self, key: str) -> Option | None:
         """The option named `key`, or None."""
@@ -145,8 +137,9 @@ class Entries(Mapping[str, T]):
         return len(self._raw)
 
 
-def catalog_from_dict(data: dict[str, Any]) -> Catalog:
-    """A Catalog from the JSON document `scripts/gen_catalog.py` writes."""
+def catalog_from_dict(data: dict[str, Any], source: str | None = None) -> Catalog:
+    """A Catalog from the JSON document `scripts/gen_catalog.py` writes (`source`: whence, when
+    it is not a committed one)."""
     models = data.get("models", {})
     return Catalog(
         data["vllm_version"],
@@ -154,6 +147,7 @@ def catalog_from_dict(data: dict[str, Any]) -> Catalog:
         Entries(models.get("architectures", {}), lambda _, traits: ModelTraits(**traits)),
         frozenset(models.get("mla_model_types", ())),
         tuple(models.get("speculative", {}).get("methods", ())),
+        source,
     )
 
 

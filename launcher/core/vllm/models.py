@@ -1,9 +1,10 @@
 """What the plan knows about the model: vLLM's own traits for its architecture, and whence. Pure.
 
-The architecture comes from the model's config.json; its traits from the release's catalog
-(generated from vLLM's model registry). `model.hybrid` in the spec is an override for a
-model whose config.json is not readable where the plan is made; when both are known and
-disagree, the catalog wins and the spec is refused.
+The architecture comes from the model's config.json (read where the plan is made, or from
+the head node); its traits from the release's catalog (generated from vLLM's model
+registry). `model.kind` in the spec stands in for a config.json the plan cannot read (the
+older `model.hybrid: true` too); when both are known and disagree, the catalog wins and the
+spec is refused.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from launcher.core.spec.sections import ModelSection
 from launcher.core.vllm.catalog import Catalog
 from launcher.errors import Problem
 
@@ -57,8 +59,55 @@ class ModelFacts:
         return text + (f", {self.mtp_layers} MTP layer(s)" if self.mtp_layers else "")
 
 
+@dataclass(frozen=True)
+class ModelFiles:
+    """The model's small files the plan reads (config.json, whether modules.json is there), and where."""
+
+    path: str  # the model directory
+    config: Any  # config.json parsed; None when it is not there or not readable
+    sentence_transformers: bool = False  # modules.json: vLLM runs it as a pooling model
+    node: str | None = None  # the node they were read on; None: where spark-launch runs
+    sha256: str | None = None  # of config.json's bytes, for the nodes' manifests to confirm
+    cached_at: float | None = None  # when read from the node, for a copy kept on this machine
+
+    @property
+    def source(self) -> str:
+        """Where config.json was read, for the plan's reasons."""
+        where = f"{self.path.rstrip('/')}/config.json"
+        if self.node is None:
+            return where
+        return f"{self.node}:{where}" + (" (as read earlier, kept on this machine)" if self.cached_at else "")
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where a plan's inputs came from, when it was made for the nodes: `check` shows it, and
+    holds every node's config.json to the one planned from."""
+
+    model: ModelFiles
+    catalog: Catalog
+    learned: str | None = None  # how a catalog that is not committed was had; None: committed
+    head_seconds: float | None = None  # the call asking the head, when one was needed
+
+
+def facts_of(files: ModelFiles, model: ModelSection, catalog: Catalog) -> ModelFacts:
+    """What the files and the spec's model section tell this release's vLLM."""
+    return model_facts(
+        files.config,
+        files.source,
+        catalog,
+        kind=model.kind,
+        hybrid=model.hybrid,
+        sentence_transformers=files.sentence_transformers,
+        where="here" if files.node is None else f"on {files.node}",
+    )
+
+
+KINDS = ("decoder", "hybrid", "attention-free", "pooling", "encoder-decoder")
+
+
 def kind_facts(kind: str | None, source: str) -> ModelFacts:
-    """Facts for a model of a known kind (hybrid, decoder, attention-free, pooling) or None."""
+    """Facts for a model of a known kind (one of KINDS) or None."""
     if kind is None:
         return ModelFacts(source)
     return ModelFacts(
@@ -67,21 +116,31 @@ def kind_facts(kind: str | None, source: str) -> ModelFacts:
         attention_free=kind == "attention-free",
         mamba=kind in ("hybrid", "attention-free"),
         pooling=kind == "pooling",
-        encoder_decoder=False,
+        encoder_decoder=kind == "encoder-decoder",
         mla=False,
     )
 
 
 def model_facts(
-    declared: bool | None, config: Any, source: str, catalog: Catalog, sentence_transformers: bool = False
+    config: Any,
+    source: str,
+    catalog: Catalog,
+    *,
+    kind: str | None = None,
+    hybrid: bool | None = None,
+    sentence_transformers: bool = False,
+    where: str = "here",
 ) -> ModelFacts:
-    """Facts for the plan: config.json (None: unreadable) looked up in the catalog, and the override."""
+    """Facts for the plan: config.json (None: unreadable) looked up in the catalog, then the
+    spec's model.kind (or the older model.hybrid), which must agree with what vLLM makes of it."""
     if not isinstance(config, dict):
-        why = f"{source} is not readable here" if config is None else f"{source} is not a JSON object"
-        return _with_override(ModelFacts(why), declared, catalog)
-    return _with_override(
-        facts_from_config(config, source, catalog, sentence_transformers), declared, catalog
-    )
+        why = f"{source} is not readable {where}" if config is None else f"{source} is not a JSON object"
+        facts = ModelFacts(why)
+    else:
+        facts = facts_from_config(config, source, catalog, sentence_transformers)
+    if kind is not None:
+        return _with_kind(facts, kind, catalog)
+    return _with_override(facts, hybrid, catalog)
 
 
 def facts_from_config(
@@ -119,6 +178,29 @@ def facts_from_config(
         # ModelConfig._get_default_runner_type: sentence-transformers files, then the registry.
         pooling=sentence_transformers or traits.pooling or (None if not traits.generate else False),
     )
+
+
+def real_kind(facts: ModelFacts) -> str | None:
+    """The kind vLLM builds the model as (one of KINDS), as far as the facts tell."""
+    return "pooling" if facts.pooling else facts.kind
+
+
+def _with_kind(facts: ModelFacts, declared: str, catalog: Catalog) -> ModelFacts:
+    """Apply `model.kind`: it stands in for an unknown model, and must agree with a known one."""
+    found = real_kind(facts)
+    if found is None:
+        notes = tuple(n.replace("cannot tell", "takes model.kind for") for n in facts.notes)
+        stand_in = kind_facts(declared, f"model.kind in the spec ({facts.source})")
+        return replace(stand_in, architecture=facts.architecture, mtp_layers=facts.mtp_layers, notes=notes)
+    if found == declared:
+        return facts
+    problem = Problem(
+        ("model", "kind"),
+        f"is {declared}, but vLLM {catalog.version} builds {facts.architecture} as {found} "
+        f"(its model registry, for {facts.source})",
+        f"write model.kind: {found}, or remove it: the plan reads the architecture from config.json",
+    )
+    return replace(facts, problems=(problem,))
 
 
 def _with_override(facts: ModelFacts, declared: bool | None, catalog: Catalog) -> ModelFacts:

@@ -5,8 +5,9 @@ Each script is standalone Python (standard library only, 3.8 or newer) run on th
 Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`) hold what several
 scripts share, and a script may also borrow functions from another script (`from launcher.node.scripts.facts
 import ...`): `bundle` inlines what a script imports in front of it, each module once, a
-borrowed script without its command-line entry. The probe runs under the node's own vLLM
-install instead (`probe.py` imports vLLM).
+borrowed script without its command-line entry. The probe and the catalog generator run
+under the node's own vLLM install instead (`probe.py`, `catalog.py` and `traits.py` import
+vLLM).
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ NAMES = (
     "drop",
     "gather",
     "stacks",
+    "planning",
+    "catalog",
 )
-LIBRARIES = ("common", "inputs", "installed", "memory", "tree")  # no entry of their own: only ever inlined
+LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits")  # only ever inlined
 
 
 @functools.cache

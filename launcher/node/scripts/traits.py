@@ -1,10 +1,11 @@
 """vLLM's own facts about each model architecture, read from the installed package's registry.
 
-Imported by gen_catalog.py and run under a vLLM venv's python (standard library and vLLM
-only). For every architecture in vLLM's model registry it records the class traits that
-decide a derived setting (hybrid, attention-free, pooling, the attention type, the
-per-architecture config hook), as vLLM's own `_ModelInfo.from_model_cls` reads them. It
-also records the release's MLA model types and speculative methods.
+A library of the catalog script (catalog.py, inlined in front of it when sent), run under a
+vLLM install's own python (standard library and vLLM only). For every architecture in
+vLLM's model registry it records the class traits that decide a derived setting (hybrid,
+attention-free, pooling, the attention type, the per-architecture config hook), as vLLM's
+own `_ModelInfo.from_model_cls` reads them. It also records the release's MLA model types
+and speculative methods.
 
 Importing a model module can need packages that only its multimodal processor uses
 (torchvision, timm, ...). When such a package is absent, an inert stand-in is imported
@@ -149,7 +150,7 @@ def mla_model_types() -> list[str]:
             values = node.comparators[0]
             if isinstance(values, ast.Tuple) and all(isinstance(e, ast.Constant) for e in values.elts):
                 return sorted(str(e.value) for e in values.elts if isinstance(e, ast.Constant))
-    raise SystemExit("model_traits.py: is_deepseek_mla has no literal tuple of model types any more")
+    raise SystemExit("traits.py: is_deepseek_mla has no literal tuple of model types any more")
 
 
 def _literal_values(kind: Any) -> list[str]:

@@ -1,0 +1,109 @@
+"""Reaching a running cluster from any spec (down, status, logs, diagnose): planned offline
+when the spec plans, else only each deployment's name and nodes, from what the nodes' state
+says runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from launcher.cli.common import api_key_for, echo, reach_nodes, ssh_config_for, ssh_executor
+from launcher.errors import SparkLaunchError, SpecError
+
+if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
+    from launcher.commands.fleet import Reachable
+    from launcher.core.fleet import Fleet
+    from launcher.core.spec.yamlsource import Document
+    from launcher.node.cluster import Reached
+
+
+@contextmanager
+def reach_deployments(
+    spec_path: str, ssh_config: str | None, deployment: str | None, reach: bool = True
+) -> Iterator[Reachable]:
+    """Every chosen deployment as far as the spec allows, and SSH onto its nodes, closed after
+    (down, status, logs): planned offline when the spec plans; else only each deployment's
+    name and nodes, the spec's problems printed as a warning (what runs is what the nodes'
+    state says). Only a spec whose name or nodes cannot be read is refused."""
+    from launcher.load import fleet_of, read_document
+
+    document = read_document(spec_path)
+    try:
+        fleet = fleet_of(document)
+    except SpecError as exc:
+        chosen, config = _unplanned(document, exc, spec_path, ssh_config, deployment)
+    else:
+        chosen, config = _planned(fleet, spec_path, ssh_config, deployment)
+    executor = next(iter(chosen.clusters.values())).executor
+    try:
+        unreachable = reach_nodes(executor, _all_nodes(chosen), config, reach)  # type: ignore[arg-type]
+        for cluster in chosen.clusters.values():
+            cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
+        yield chosen
+    finally:
+        executor.close()
+
+
+def _all_nodes(chosen: Reachable) -> list[str]:
+    return list(dict.fromkeys(n for c in chosen.clusters.values() for n in c.names))
+
+
+def _planned(
+    fleet: Fleet, spec_path: str, ssh_config: str | None, deployment: str | None
+) -> tuple[Reachable, str | None]:
+    from launcher.commands.endpoint import Endpoint
+    from launcher.commands.fleet import Deployments
+    from launcher.node.cluster import Cluster
+
+    picked = fleet.select(deployment)
+    first = fleet.deployments[0].spec
+    config = ssh_config_for(spec_path, ssh_config, first.ssh_config)
+    nodes = {n.name: n.ssh for d in fleet.deployments for n in d.spec.nodes}
+    if fleet.endpoint is not None:
+        nodes[fleet.endpoint.node.name] = fleet.endpoint.node.ssh
+    executor, api_key = ssh_executor(nodes, config), api_key_for(first.secrets)
+    clusters = {d.name: Cluster(d.spec, d.plan, executor, api_key) for d in picked}
+    endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
+    return Deployments(fleet, clusters, endpoint, deployment is None), config
+
+
+def _unplanned(
+    document: Document, exc: SpecError, spec_path: str, ssh_config: str | None, deployment: str | None
+) -> tuple[Reachable, str | None]:
+    from launcher.commands.fleet import Unplanned
+    from launcher.core.spec.reach import deployment_reaches
+    from launcher.node.cluster import Reached
+
+    found, multi, broken = deployment_reaches(document.data)
+    if found is None:
+        raise document.error(broken) from None
+    echo(f"warning: {exc.render()}\n  the spec does not plan: working from what the nodes run", err=True)
+    if deployment is not None and deployment not in found:
+        raise SparkLaunchError(
+            f"no deployment named {deployment!r}", f"deployments: {', '.join(found)}"
+        ) from None
+    first = next(iter(found.values()))
+    picked = {deployment: found[deployment]} if deployment else found
+    config = ssh_config_for(spec_path, ssh_config, first.ssh_config)
+    executor = ssh_executor({n.name: n.ssh for r in found.values() for n in r.nodes}, config)
+    reached = {n: Reached(r, executor, api_key_for(r.secrets)) for n, r in picked.items()}
+    return Unplanned(first.name.split("/")[0], multi, dict(reached), deployment is None, exc), config
+
+
+@contextmanager
+def reach_cluster(
+    spec_path: str, ssh_config: str | None, deployment: str | None = None
+) -> Iterator[tuple[Reached, SpecError | None]]:
+    """One deployment's cluster as far as the spec allows (diagnose): planned offline, else its
+    name and nodes only, with the spec's problems (printed as a warning, and handed back)."""
+    from launcher.commands.fleet import Unplanned
+
+    with reach_deployments(spec_path, ssh_config, deployment) as chosen:
+        if len(chosen.clusters) != 1:
+            names = ", ".join(c.name.split("/")[-1] for c in chosen.clusters.values())
+            raise SparkLaunchError(
+                f"{spec_path} holds several deployments ({names})", "pick one with --deployment NAME"
+            )
+        problems = chosen.problems if isinstance(chosen, Unplanned) else None
+        yield next(iter(chosen.clusters.values())), problems

@@ -1,0 +1,87 @@
+"""Which rules and which flags a vLLM version gets, and why. Pure.
+
+Any PEP 440 version the nodes report is accepted: a release (0.33.0), a build of one with a
+local label (0.33.0+cu130, 0.32.0+cpu, 0.33.0+nv26.10), a release candidate, a post-release,
+a development build from vLLM's main branch (0.33.1.dev45+g7ee8a6dd0). The derived-settings
+table applies its version ranges by version order, so every version gets the rules of the
+newest supported release at or before it. Flags come from that release's committed catalog
+only when the version IS that release (a local label aside); any other build's flags are
+learned from its own vLLM. A version older than the oldest supported release is refused:
+what vLLM derives there is not known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from launcher.core.spec.pep440 import Version, parse
+
+
+class UnknownRules(ValueError):
+    """A version whose rules cannot be known; the message says why, the hint what to do."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a vLLM version gets: whose rules, which committed catalog (None: learn its own), why."""
+
+    version: Version
+    rules_of: str
+    catalog: str | None
+    why: str | None  # None for a supported release as published: nothing to explain
+
+
+def release_for(text: str, known: Sequence[str]) -> Release:
+    """The rules and catalog for vLLM `text`; ValueError when it is no version, UnknownRules when
+    it is older than every supported release."""
+    version = parse(text)
+    ordered = sorted(known, key=parse)
+    at_or_before = [k for k in ordered if parse(k) <= version.public]
+    if not at_or_before:
+        raise UnknownRules(
+            f"vLLM {text} is older than {ordered[0]}, the oldest release whose derived settings "
+            "spark-launch knows: what its vLLM derives on each node cannot be pinned",
+            f"install vLLM {ordered[0]} or newer on the nodes (supported: {', '.join(ordered)})",
+        )
+    rules_of = at_or_before[-1]
+    if version.public == parse(rules_of):
+        if not version.local:
+            return Release(version, rules_of, rules_of, None)
+        label = ".".join(version.local)
+        why = f"vLLM {text} is release {rules_of} built with the local label +{label}: its rules and flags"
+        return Release(version, rules_of, rules_of, why)
+    why = (
+        f"vLLM {text} is {describe(version, rules_of, ordered[-1])}: the rules of {rules_of} apply "
+        "(the derived settings' version ranges, by version order); its flags are its own vLLM's"
+    )
+    return Release(version, rules_of, None, why)
+
+
+def describe(version: Version, rules_of: str, newest: str) -> str:
+    """What kind of build `version` is, in words, relative to the releases spark-launch knows."""
+    if version.dev is not None:
+        what = f"a development build toward {version.base}"
+    elif version.pre is not None:
+        what = f"a pre-release of {version.base}"
+    elif version.post is not None:
+        what = f"a post-release of {version.base}"
+    else:
+        what = f"release {version.public}"
+    if parse(rules_of) == parse(newest) and version.base > parse(newest):
+        return f"{what}, after release {newest}, the newest spark-launch was tested with"
+    return what if version.base == parse(rules_of) else f"{what}, after release {rules_of}"
+
+
+def same_release(written: str, reported: object) -> bool:
+    """True when a node's vLLM version is the spec's: the same, or for a version written without
+    a local label, the same version with any (0.32.0 is matched by a node's 0.32.0+cpu)."""
+    try:
+        wanted, found = parse(written), parse(str(reported))
+    except ValueError:
+        return False
+    return wanted == (found if wanted.local else found.public)
