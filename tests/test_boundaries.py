@@ -175,9 +175,17 @@ def test_click_only_in_the_cli_and_ssh_only_in_node_ssh(path: Path) -> None:
 NODE_SCRIPTS = sorted(p for p in SCRIPTS.glob("*.py") if p.name != "__init__.py")
 
 
+def _libraries() -> tuple[str, ...]:
+    from launcher.node.scripts import LIBRARIES
+
+    return LIBRARIES
+
+
 @pytest.mark.parametrize("path", NODE_SCRIPTS, ids=[p.stem for p in NODE_SCRIPTS])
 def test_node_scripts_need_nothing_but_the_standard_library(path: Path) -> None:
-    extra = {"vllm"} if path.stem in ("probe", "catalog", "traits") else set()
+    extra = {"probe": {"vllm"}, "catalog": {"vllm"}, "traits": {"vllm"}, "preflight": {"torch"}}.get(
+        path.stem, set()
+    )
     # Other node scripts (libraries, or a script it borrows from) are inlined by bundle().
     roots = {n.split(".")[0] for n in imports_of(path) if not n.startswith("launcher.node.scripts.")}
     assert roots <= set(sys.stdlib_module_names) | {"__future__"} | extra
@@ -189,14 +197,7 @@ def test_every_node_script_is_a_script_or_a_library() -> None:
     assert {p.stem for p in NODE_SCRIPTS} == set(NAMES) | set(LIBRARIES)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        p.stem
-        for p in NODE_SCRIPTS
-        if p.stem not in ("common", "inputs", "installed", "memory", "tree", "traits", "probe")
-    ],
-)
+@pytest.mark.parametrize("name", [p.stem for p in NODE_SCRIPTS if p.stem not in (*_libraries(), "probe")])
 def test_each_node_script_is_sent_whole_and_compiles_alone(name: str) -> None:
     from launcher.node.scripts import bundle
 

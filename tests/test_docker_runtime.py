@@ -126,7 +126,10 @@ def check_rows(tmp_path: Path, held: dict[str, dict[str, str]], fresh: bool = Fa
     """check's rows for nodes holding `held` ({node: {image: id}}) on FAKE engines."""
     from launcher.commands.check import run_check
 
-    return {r.item: r for r in run_check(engines_cluster(tmp_path, held), probe=True, fresh=fresh).rows}
+    return {
+        r.item: r
+        for r in run_check(engines_cluster(tmp_path, held), probe=True, fresh=fresh, collective=False).rows
+    }
 
 
 def probe_runs(tmp_path: Path, node: str) -> int:

@@ -36,6 +36,21 @@ def manifest_of(**changes: Any) -> dict[str, Any]:
     } | changes
 
 
+HOST_DETAILS: dict[str, Any] = {
+    "kernel": "6.1.0",
+    "cmdline": "ro quiet",
+    "cma": {"CmaTotal": 0, "CmaFree": 0},
+    "nvidia": {"driver": None, "cuda": None},
+    "link": {"state": "up", "speed": 10000, "mtu": 1500},
+    "hcas": [{"device": "rocep1s0f1", "listed": True, "present": True, "state": "ACTIVE"}],
+    "firmware": None,
+    "bios": None,
+    "nccl": None,
+    "storage_driver": None,
+    "open_files": [1024, 524288],
+}
+
+
 def facts_of(**changes: Any) -> dict[str, Any]:
     """A well-formed facts answer, with `changes` (dotted keys one level deep: network__addresses)."""
     answer: dict[str, Any] = {
@@ -50,6 +65,7 @@ def facts_of(**changes: Any) -> dict[str, Any]:
             "ports_free": {},
         },
         "host": {"gpus": None, "kernel": "6.1.0", "os": "Debian GNU/Linux 12", "MemTotal": 1 << 30},
+        "host_details": HOST_DETAILS,
         "tools": {"py_spy": None, "ptrace": "root", "ptrace_ok": True},
         "memory": {"meminfo": {"MemTotal": 1 << 30}, "gpus": None, "model_config": None},
     }
@@ -121,6 +137,13 @@ CASES: list[tuple[str, Callable[[object], object], object, str]] = [
         facts.facts,
         {k: v for k, v in facts_of().items() if k != "network"},
         "has no 'network'",
+    ),
+    ("an mtu as text", facts.facts, facts_of(host_details__link={"mtu": "9000"}), "expected a whole number"),
+    (
+        "an rdma device with an escape",
+        facts.facts,
+        facts_of(host_details__hcas=[{"device": "a\x1b[2J", "listed": True, "present": True}]),
+        "control character",
     ),
     ("a config nested too deep", facts.facts, facts_of(memory__model_config={"a": DEEP}), "nests deeper"),
     # the run's answers decide what runs and what is stopped
@@ -208,6 +231,8 @@ def test_well_formed_answers_parse_into_typed_values() -> None:
     m = sync.manifest(manifest_of(), "/models/m")
     assert m.files["config.json"].size == 10 and m.room is not None and m.room.at == "/models/m"
     assert facts.facts(facts_of())["vllm"]["vllm_version"] == "0.32.0"
+    details = facts.facts(facts_of())["host_details"]
+    assert details["link"]["mtu"] == 1500 and details["hcas"][0]["state"] == "ACTIVE"
     assert run.started({"ok": False, "error": "already running"}) == "already running"
     assert discovered(bed_pair()["node1"])["interfaces"][1]["name"] == "eth0"
 

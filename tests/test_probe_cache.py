@@ -84,7 +84,7 @@ def probe_key(cluster: Cluster, name: str, tmp_path: Path) -> str:
 
 def answers(cluster: Cluster) -> dict[str, Any]:
     """The probe's answers row; {"error": per node} when a probe ran and failed."""
-    rows = {r.item: r for r in run_check(cluster, probe=True).rows}
+    rows = {r.item: r for r in run_check(cluster, probe=True, collective=False).rows}  # the probe alone
     if "vLLM resolves the command" in rows:
         return {"error": rows["vLLM resolves the command"].values}
     return dict(rows["answers"].values)

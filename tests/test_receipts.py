@@ -32,6 +32,7 @@ from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
 from tests.conftest import ROOT, base_spec, fake_vllm_cluster, plan_of, spec_of
 from tests.fakes.executor import ScriptedExecutor
+from tests.test_node_answers import HOST_DETAILS
 
 SHA = {"config.json": "a" * 64, "model-00001.safetensors": "b" * 64}
 PLANTED = "planted-secret-value-93e1"
@@ -55,6 +56,7 @@ def facts_answer(kernel: str = "6.8.0-1", env: dict[str, str] | None = None) -> 
             "os": "Ubuntu 24.04",
             "gpus": ["NVIDIA GB10, 122880 MiB, 1000 MiB, 580.95"],
         },
+        "host_details": {**HOST_DETAILS, "kernel": kernel},
         "tools": {"py_spy": None, "ptrace": "root", "ptrace_ok": True},
         "memory": {"meminfo": {}, "gpus": None, "model_config": None},
     }

@@ -33,6 +33,11 @@ from launcher.errors import ExitStatus
 @click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
 @click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
 @click.option(
+    "--no-collective",
+    is_flag=True,
+    help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
+)
+@click.option(
     "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
 )
 @click.option(
@@ -51,6 +56,7 @@ def up(
     skip_check: bool,
     no_probe: bool,
     fresh: bool,
+    no_collective: bool,
     drop_caches: bool,
     locked: bool,
     as_json: bool,
@@ -107,6 +113,7 @@ def up(
                 check=not skip_check,
                 probe=not no_probe,
                 fresh=fresh,
+                collective=not no_collective,
                 drop_caches=drop_caches,
                 locked=lock,
             ),
@@ -122,10 +129,21 @@ def up(
     "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
 )
 @click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@click.option(
+    "--no-collective",
+    is_flag=True,
+    help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
+)
 @DEPLOYMENT
 @JSON
 def check(
-    spec: str, ssh_config: str | None, no_probe: bool, fresh: bool, deployment: str | None, as_json: bool
+    spec: str,
+    ssh_config: str | None,
+    no_probe: bool,
+    fresh: bool,
+    no_collective: bool,
+    deployment: str | None,
+    as_json: bool,
 ) -> ExitStatus:
     """Prove the nodes are alike before loading a single weight.
 
@@ -140,7 +158,18 @@ def check(
                equal except the per-node network ones
       network  interface exists and holds the address; API and master port free on the
                head; a real TCP connection from every worker to the head's master port
-      host     GPUs (nvidia-smi), as reported
+      host     kernel, NVIDIA driver and CUDA, GPU model and memory, the venv's NCCL, BIOS, NIC
+               firmware, open files; FAILS on another GPU model or NCCL (ranks then build
+               different KV-cache specs, or fail at the first collective), the rest is
+               reported; and the known regressions (a kernel or driver reported to break a
+               Spark pair), each named with its fix
+      network  the fabric port: link up, speed, MTU (FAILS when it differs: RoCE runs at the
+               path MTU), every `hca` device ACTIVE, their link layer, rate, both twins listed
+      network  (the collective preflight; --no-collective skips it) each node's own vLLM Python,
+               with exactly the env and interfaces vLLM gets, proves every TCP connection vLLM
+               opens between the nodes, in its direction (the head into each worker's message
+               queue, each worker into the head's, gloo), then times an all-reduce (gloo; NCCL
+               too on GPU nodes): a node that refuses one FAILS, named, within seconds
       memory   per node: memory available and page cache, what the plan claims there
                (gpu_memory_utilization x the memory on a GPU, or the system's memory on
                unified memory such as a DGX Spark's GB10; the KV cache space on the CPU
@@ -160,13 +189,17 @@ def check(
     Examples:
       spark-launch check configs/demo.yaml
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
+      spark-launch check cluster.yaml --no-probe --no-collective   # the quick comparison only
     """
     from launcher.commands.check import NodesDisagree, run_check
     from launcher.commands.fleet import merge_reports, with_endpoint
     from launcher.core.reports import check_json, check_text
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
-        reports = {n: run_check(c, probe=not no_probe, fresh=fresh) for n, c in chosen.clusters.items()}
+        reports = {
+            n: run_check(c, probe=not no_probe, fresh=fresh, collective=not no_collective)
+            for n, c in chosen.clusters.items()
+        }
         report = with_endpoint(merge_reports(reports), chosen)
     if as_json:
         echo(check_json(report))

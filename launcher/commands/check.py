@@ -16,6 +16,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from launcher.commands.inputs import gather
+from launcher.commands.preflight import preflight_rows_of
 from launcher.commands.probing import probe_tag, run_probe
 from launcher.core import remote
 from launcher.core.answers.facts import Facts
@@ -32,6 +33,7 @@ from launcher.core.checks import (
     network_rows,
     planned_model_rows,
     probe_rows,
+    regression_rows,
     vllm_rows,
 )
 from launcher.core.checks.memory import budgets
@@ -76,7 +78,7 @@ class NodesDisagree(SparkLaunchError):
         return f"{check_text(self.report, Screen(width, color))}\n{super().render()}"
 
 
-def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Report:
+def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False, collective: bool = True) -> Report:
     """Gather, test and compare everything; a Report with one row per compared item.
 
     With `probe`, each node's vLLM resolving its command, where every node holds the vLLM it
@@ -85,12 +87,12 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False) -> Repo
     """
     reach = _Reach(cluster)
     try:
-        return _check(cluster, reach, probe, fresh)
+        return _check(cluster, reach, probe, fresh, collective)
     finally:
         reach.close()
 
 
-def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
+def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective: bool) -> Report:
     spec, plan = cluster.spec, cluster.plan
     answers = gather(cluster, reach.on_listening, probe_tag() if probe else None)
     reached = {n: a.reason if isinstance(a, SparkLaunchError) else "yes" for n, a in answers.items()}
@@ -105,10 +107,12 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool) -> Report:
     rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
     rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, reach.result(facts))
-    rows += host_rows(facts, len(plan.nodes)) + memory_rows(spec, plan, facts)
+    rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)
     weighed = budgets(spec, plan, facts)
+    runnable = _runnable(spec.vllm.runtime, facts)
+    rows += preflight_rows_of(cluster, facts, runnable) if collective else []
     resolved = None
-    if probe and _runnable(spec.vllm.runtime, facts):
+    if probe and runnable:
         resolved = run_probe(cluster, {n: f.get("probe") for n, f in facts.items()}, fresh)
     if resolved is not None:
         cached = {

@@ -50,6 +50,8 @@ def gather(
             "address": node.address,
             "ports": ports if head else [],
             "models": paths,
+            "hcas": list(node.hca),
+            "docker": spec.vllm.runtime == "docker",
         }
         if probe_tag is not None:
             planned = next(n for n in plan.nodes if n.name == name)

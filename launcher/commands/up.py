@@ -68,6 +68,7 @@ class UpOptions:
     check: bool = True
     probe: bool = True
     fresh: bool = False
+    collective: bool = True  # the collective preflight, in the check
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
     drop_caches: bool = False  # sync and drop the page cache on every node before the check
     locked: Lock | None = None  # refuse to start when a node differs from this lock file
@@ -144,9 +145,12 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Re
         if options.locked is not None:
             refuse_drift(cluster, options.locked, gathered(cluster))
         return None
-    probing = " (each node's own vLLM resolving its command)" if options.probe else ""
-    reporter.info(f"checking the nodes{probing}")
-    report = run_check(cluster, probe=options.probe, fresh=options.fresh)
+    doing = [
+        *(["a collective across the fabric"] if options.collective else []),
+        *(["each node's own vLLM resolving its command"] if options.probe else []),
+    ]
+    reporter.info("checking the nodes" + (f" ({', then '.join(doing)})" if doing else ""))
+    report = run_check(cluster, probe=options.probe, fresh=options.fresh, collective=options.collective)
     if options.locked is not None and not report.unreachable:  # the lock names what moved
         refuse_drift(cluster, options.locked, report.facts)
     if not report.ok:

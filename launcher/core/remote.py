@@ -258,6 +258,29 @@ def probe_save_call(key: str, answer: dict[str, Any]) -> Call:
     )
 
 
+def preflight_call(spec: Spec, node: NodeCommand, directory: str, request: dict[str, Any]) -> Call:
+    """The collective preflight on the node, under its vLLM's Python, with the env the plan gives vLLM.
+
+    As the probe runs: the environment on stdin ahead of the source (PROBE_LOADER), in the
+    image with the container's options for docker; stderr joined to stdout, so that what fails
+    before the script answers is read too.
+    """
+    args = ["preflight", directory, json.dumps(request)]
+    env = json.dumps(dict(node.env)) + "\n"
+    if spec.vllm.runtime == "venv":
+        words = [f"{spec.vllm.venv}/bin/python", "-c", PROBE_LOADER, *args]
+    else:
+        docker = ["docker", "run", "--rm", "--interactive", container_label(spec)]
+        options = container_options(spec.vllm.container, spec.model.path)
+        words = [*docker, *options, str(spec.vllm.image), PYTHON, "-c", PROBE_LOADER, *args]
+    return Call(shell_words(words) + " 2>&1", script="preflight", data=env, timeout=0)
+
+
+def preflight_port_call(directory: str, address: str) -> Call:
+    """A port free on the head right now, for the preflight's store (the nodes' own python3)."""
+    return script("preflight", directory, "port", address, timeout=30)
+
+
 def planning_call(directory: str, request: dict[str, Any]) -> Call:
     """What a plan made elsewhere needs from the head: the model's small files, the vLLM build."""
     return script("planning", directory, json.dumps(request), timeout=120)

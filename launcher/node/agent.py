@@ -80,8 +80,15 @@ class Agent:
         with self.reading(f"the node script {call.script}"):
             return parse(loads(lines[-1]))
 
-    def events(self, call: Call, parse: Callable[[object], T], on_event: Callable[[T], None]) -> Result:
-        """Execute a call whose JSON lines come as they are written; each one parsed, to `on_event`."""
+    def events(
+        self,
+        call: Call,
+        parse: Callable[[object], T],
+        on_event: Callable[[T], None],
+        on_other: Callable[[str], None] | None = None,
+    ) -> Result:
+        """Execute a call whose JSON lines come as they are written; each one parsed, to `on_event`
+        (and every other line to `on_other`, if given)."""
 
         what = f"the node script {call.script}" if call.script else f"`{call.command[:60]}`"
 
@@ -90,6 +97,8 @@ class Agent:
                 with self.reading(what):
                     event = parse(loads(line))
                 on_event(event)
+            elif on_other is not None:
+                on_other(line)
 
         return self.stream(call, on_line)
 

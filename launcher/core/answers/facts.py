@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
 from launcher.core.answers import sync as sync_answer
+from launcher.core.answers.hosts import HostDetails, host_details
 from launcher.core.answers.probe import Listening, Probed
 from launcher.core.answers.read import MAX_BYTES, At, BadAnswer, Refused, strings
 from launcher.core.answers.run import failed
@@ -115,6 +116,7 @@ class Facts(TypedDict, total=False):
     env: dict[str, str]
     network: NetworkFacts
     host: HostFacts
+    host_details: HostDetails
     tools: ToolFacts
     memory: MemoryFacts
     models: dict[str, Manifest]
@@ -134,6 +136,7 @@ def facts(raw: object) -> Facts:
         env={k: v.text() for k, v in at.field("env").entries(_env_name, 10_000).items()},
         network=_network(at.field("network")),
         host=host(at.field("host")),
+        host_details=host_details(at.field("host_details")),
         tools=ToolFacts(
             py_spy=at.field("tools").maybe("py_spy", At.absolute),
             ptrace=at.field("tools").field("ptrace").name(),

@@ -6,12 +6,13 @@ the two comparisons (`same`, `each`); a new kind of row goes in the module of it
 """
 
 from launcher.core.checks.env import env_rows
-from launcher.core.checks.host import host_rows
+from launcher.core.checks.hosts import host_rows
 from launcher.core.checks.install import catalog_rows, image_release_row, vllm_rows
 from launcher.core.checks.memory import memory_rows
 from launcher.core.checks.model import model_rows, planned_model_rows
 from launcher.core.checks.network import network_rows
 from launcher.core.checks.probe import AGREE, probe_rows
+from launcher.core.checks.regressions import regression_rows
 from launcher.core.checks.report import Report, Row, each, same
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "network_rows",
     "planned_model_rows",
     "probe_rows",
+    "regression_rows",
     "same",
     "vllm_rows",
 ]

@@ -2,12 +2,13 @@
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
 `python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
-Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`) hold what several
-scripts share, and a script may also borrow functions from another script (`from launcher.node.scripts.facts
-import ...`): `bundle` inlines what a script imports in front of it, each module once, a
-borrowed script without its command-line entry. The probe and the catalog generator run
-under the node's own vLLM install instead (`probe.py`, `catalog.py` and `traits.py` import
-vLLM).
+Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`, `traits.py`,
+`rdma.py`, `hostinfo.py`) hold what several scripts share, and a script may also borrow
+functions from another script (`from launcher.node.scripts.facts import ...`): `bundle`
+inlines what a script imports in front of it, each module once, a borrowed script without its
+command-line entry. The probe, the catalog generator and the preflight run under the node's
+own vLLM install instead (`probe.py`, `catalog.py` and `traits.py` import vLLM,
+`preflight.py` torch).
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ NAMES = (
     "stacks",
     "planning",
     "catalog",
+    "preflight",
 )
-LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits")  # only ever inlined
+# No entry of their own: only ever inlined.
+LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits", "rdma", "hostinfo")
 
 
 @functools.cache

@@ -12,103 +12,16 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 import subprocess
 import sys
 from typing import Any
 
 from launcher.node.scripts.common import docker, emit, read_text, run_directory  # inlined when sent
 from launcher.node.scripts.facts import host_facts, image_facts, vllm_facts  # inlined when sent
+from launcher.node.scripts.rdma import pci_of, rdma_devices, rdma_of, sys_text  # inlined when sent
 
-PCI = re.compile(r"^([0-9a-fA-F]{4,}):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$")
 WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
-
-
-def sys_text(root: str, *parts: str) -> str | None:
-    """A sysfs attribute's text, stripped; None when absent or unreadable (a down link's speed)."""
-    text = read_text(os.path.join(root, *parts))
-    return text.strip() if text is not None else None
-
-
-def pci_of(path: str) -> str | None:
-    """The PCI address (dddd:bb:dd.f) a sysfs `device` link points to; None for a virtual device."""
-    if not os.path.exists(path):
-        return None
-    name = os.path.basename(os.path.realpath(path))
-    return name if PCI.match(name) else None
-
-
-def rdma_devices(root: str) -> list[dict[str, Any]]:
-    """Every RDMA device: its PCI function, its netdevs, and each port's state, link layer and rate."""
-    base = os.path.join(root, "class", "infiniband")
-    found = []
-    for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        # The netdevs of the device's PCI function (what ibdev2netdev reads first).
-        netdevs = {os.path.basename(p) for p in glob.glob(os.path.join(base, name, "device", "net", "*"))}
-        ports = []
-        for port in sorted(glob.glob(os.path.join(base, name, "ports", "*"))):
-            # RoCE: the netdev each GID belongs to (what ibdev2netdev and `rdma link` show).
-            for ndev in glob.glob(os.path.join(port, "gid_attrs", "ndevs", "*")):
-                value = sys_text(ndev)
-                if value:
-                    netdevs.add(value)
-            ports.append(
-                {
-                    "port": os.path.basename(port),
-                    "state": (sys_text(port, "state") or "").split(":")[-1].strip() or None,
-                    "link_layer": sys_text(port, "link_layer"),
-                    "rate": sys_text(port, "rate"),
-                }
-            )
-        found.append(
-            {
-                "device": name,
-                "pci": pci_of(os.path.join(base, name, "device")),
-                # The adapter's vendor and device id: twins are functions of one adapter.
-                "pci_id": _pci_id(os.path.join(base, name, "device")),
-                "sys_image_guid": sys_text(base, name, "sys_image_guid"),
-                "netdevs": sorted(netdevs),
-                "ports": ports,
-            }
-        )
-    return found
-
-
-def twins(one: dict[str, Any], other: dict[str, Any]) -> bool:
-    """True for two RDMA devices of one port reached over two PCIe links.
-
-    A DGX Spark's ConnectX-7 hangs off two PCIe x4 links; each port appears once per link,
-    as the same bus:device.function in PCI domains 0000 and 0002 (rocep1s0f1 and
-    roceP2p1s0f1), of one adapter: the same system image GUID (two cards of one model in
-    two domains have two). NCCL needs both RoCE devices for the port's full bandwidth.
-    """
-    a, b = PCI.match(one["pci"] or ""), PCI.match(other["pci"] or "")
-    if not (a and b and a.group(2) == b.group(2) and a.group(1) != b.group(1)):
-        return False
-    if one["sys_image_guid"] and other["sys_image_guid"]:
-        return bool(one["sys_image_guid"] == other["sys_image_guid"])
-    return one["pci_id"] is not None and one["pci_id"] == other["pci_id"]
-
-
-def rdma_of(netdev: str, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The RDMA devices behind a netdev: its own (by netdev), then their twins (same port)."""
-    own = [d for d in devices if netdev in d["netdevs"]]
-    twin = [d for d in devices if d not in own and any(twins(o, d) for o in own)]
-    out = []
-    for via, dev in [("netdev", d) for d in own] + [("twin", d) for d in twin]:
-        states = [p["state"] for p in dev["ports"] if p["state"]]
-        out.append(
-            {
-                "device": dev["device"],
-                "via": via,
-                "pci": dev["pci"],
-                "state": states[0] if states else None,
-                "link_layer": next((p["link_layer"] for p in dev["ports"] if p["link_layer"]), None),
-                "rate": next((p["rate"] for p in dev["ports"] if p["rate"]), None),
-            }
-        )
-    return out
 
 
 def ip_addresses() -> dict[str, list[dict[str, Any]]]:
@@ -277,11 +190,6 @@ def discover(request: dict[str, Any], root: str = "/sys") -> dict[str, Any]:
     else:
         found["models_found"] = models_found(hf_hub_cache(), request.get("model_folders", []))
     return found
-
-
-def _pci_id(device: str) -> str | None:
-    vendor, model = sys_text(device, "vendor"), sys_text(device, "device")
-    return f"{vendor}:{model}" if vendor and model else None
 
 
 def _json_file(path: str) -> Any:

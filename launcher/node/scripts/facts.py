@@ -17,6 +17,7 @@ from launcher.node.scripts.common import (  # inlined when sent
     read_text,
     run_directory,
 )
+from launcher.node.scripts.hostinfo import host_details  # inlined when sent
 from launcher.node.scripts.inputs import (  # inlined when sent
     engine_env,
     image_probe_key,
@@ -202,6 +203,7 @@ def facts(directory: str, request: str) -> None:
         env=env_facts(),
         network=network,
         host=host_facts(),
+        host_details=host_details(ask, site_packages(ask["venv"]) if ask.get("venv") else None),
         tools=tool_facts(ask.get("venv")),
         memory=memory_facts(ask.get("model")),
         models={path: manifest_answer(path) for path in ask.get("models", [])},
