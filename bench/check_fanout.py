@@ -4,8 +4,11 @@ Builds the test bed with 8 namespace nodes (real sshd each) once, writes the dem
 2, 4 and 8 of them, answers each spec's probe once (`--fresh`: each node's vLLM resolving
 its command, cached on the node), then times `check` in fresh processes, the sizes
 alternating run by run (2, 4, 8, 2, 4, 8, ...) so that a change of load on the machine hits
-them alike: warm with the probe (the default: every node answering from its caches) and
-without it (`--no-probe`: the fan-out itself). The launcher's own CPU time is printed too.
+them alike: warm with the probe and without the collective preflight (`--no-collective`:
+every node answering from its caches, one round trip each), as `check` runs by default (the
+probe and the preflight, whose all-reduce starts torch on every node each time: it proves the
+fabric now, so it is never cached), and the fan-out alone (`--no-probe --no-collective`).
+The launcher's own CPU time is printed too.
 On the test bed all nodes share this machine's cores, so whatever each node computes adds
 up here, which it would not across real machines. Targets: warm check within 2 s on 2
 nodes, and within 1.5 times that on 8. Needs root; holds the bed's session lock; puts the
@@ -78,7 +81,7 @@ def timed_check(spec: Path, *flags: str) -> tuple[float, float]:
 def measure(specs: dict[int, Path], runs: int, cold: bool) -> dict[str, dict[int, list[float]]]:
     """Every measurement, the sizes alternating within each round."""
     out: dict[str, dict[int, list[float]]] = {
-        k: {n: [] for n in specs} for k in ("warm", "fan", "cpu", "cold")
+        k: {n: [] for n in specs} for k in ("warm", "gate", "fan", "cpu", "cold")
     }
     for nodes, spec in specs.items():  # each spec's probe answered once: the warm runs find it
         seconds = timed_check(spec, "--fresh")[0]
@@ -86,8 +89,9 @@ def measure(specs: dict[int, Path], runs: int, cold: bool) -> dict[str, dict[int
             out["cold"][nodes].append(seconds)
     for _ in range(runs):
         for nodes, spec in specs.items():
-            out["warm"][nodes].append(timed_check(spec)[0])
-            wall, cpu = timed_check(spec, "--no-probe")
+            out["warm"][nodes].append(timed_check(spec, "--no-collective")[0])
+            out["gate"][nodes].append(timed_check(spec)[0])
+            wall, cpu = timed_check(spec, "--no-probe", "--no-collective")
             out["fan"][nodes].append(wall)
             out["cpu"][nodes].append(cpu)
     return out
@@ -116,12 +120,14 @@ def main() -> None:
         each = " ".join(f"{t:.2f}" for t in out["warm"][nodes])
         print(
             f"{nodes} nodes: warm {med['warm'][nodes]:5.2f} s (runs {each}); "
-            f"--no-probe {med['fan'][nodes]:5.2f} s, launcher CPU {med['cpu'][nodes]:4.2f} s{cold}"
+            f"with the preflight {med['gate'][nodes]:5.2f} s; "
+            f"fan-out alone {med['fan'][nodes]:5.2f} s, launcher CPU {med['cpu'][nodes]:4.2f} s{cold}"
         )
     for nodes in SIZES[1:]:
         print(
             f"ratio {nodes}/2 nodes: warm {med['warm'][nodes] / med['warm'][2]:4.2f}x, "
-            f"--no-probe {med['fan'][nodes] / med['fan'][2]:4.2f}x"
+            f"with the preflight {med['gate'][nodes] / med['gate'][2]:4.2f}x, "
+            f"fan-out alone {med['fan'][nodes] / med['fan'][2]:4.2f}x"
         )
 
 
