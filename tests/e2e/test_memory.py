@@ -46,5 +46,5 @@ def test_the_page_cache_is_dropped_on_every_node(testbed: Path) -> None:
         done = drop_caches(cluster, Silent())
     finally:
         cluster.executor.close()
-    assert set(done) == {"node1", "node2"} and all(a["ok"] for a in done.values())
-    assert all(a["free_after"] > 0 and a["available"] > 0 for a in done.values())
+    assert set(done) == {"node1", "node2"} and all(a.error is None for a in done.values()), done
+    assert all(a.free_before > 0 and a.free_after > 0 for a in done.values())
