@@ -1,14 +1,21 @@
 """Cold-start time of `spark-launch plan` on the example specs, as a user runs it.
 
-Each run is a fresh `python -m launcher plan SPEC` process. Prints the median and the
-best of N runs, side by side with a bare `python -c pass` (editors run validate on save).
+Each run is a fresh process; the cases alternate run by run (a bare `python -c pass`, then
+each command), so a change of load on the machine hits them all alike. Bytecode is written
+first (an installed package has it; with PYTHONDONTWRITEBYTECODE set, every run would
+compile the launcher again), and the first round is not counted. Prints the median and the
+best of N runs and the ratio to the bare start (target: `plan` within 3 times it). Also the
+floor under any `plan`: the same interpreter importing only the libraries it needs. With
+`--against DIR` (another checkout, e.g. main's), each command also runs from DIR's code in the
+same rounds: before and after, side by side.
 
-    python bench/plan_startup.py [--runs 20]
+    python bench/plan_startup.py [--runs 20] [--against DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -16,44 +23,55 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+LAUNCHER = [sys.executable, "-m", "launcher"]
+CASES = {
+    "python -c pass": [sys.executable, "-c", "pass"],
+    "libraries only": [sys.executable, "-c", "import click, dataclasses, hashlib, json, shlex, yaml"],
+    "plan demo.yaml": [*LAUNCHER, "plan", "configs/demo.yaml"],
+    "plan qwen3-next --json": [*LAUNCHER, "plan", "configs/qwen3-next-2x-spark.yaml", "--json"],
+    "validate dense": [*LAUNCHER, "validate", "configs/dense-2x-spark.yaml"],
+    "--help": [*LAUNCHER, "--help"],
+}
 
 
-def timed(argv: list[str], runs: int) -> list[float]:
-    """Wall-clock seconds of `runs` fresh processes running argv."""
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
-        out.append(time.perf_counter() - start)
+def once(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Wall-clock seconds of one fresh process running argv (`-m launcher` imports cwd's code)."""
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, cwd=cwd, env=env)
+    return time.perf_counter() - start
+
+
+def cases(against: Path | None) -> dict[str, tuple[list[str], Path]]:
+    """Every case, its argv and the checkout it runs from; each command twice with `against`."""
+    out = {name: (argv, ROOT) for name, argv in CASES.items()}
+    if against is not None:
+        for name, argv in CASES.items():
+            if argv[:3] == LAUNCHER:
+                out[f"{name} [{against.name}]"] = (argv, against)
     return out
 
 
 def main() -> None:
-    """Run the benchmark and print one line per measurement."""
+    """Run the benchmark and print one line per case."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--against", type=Path, help="another checkout whose commands run alongside")
     args = parser.parse_args()
-    cases = {
-        "python -c pass": [sys.executable, "-c", "pass"],
-        "plan demo.yaml": [sys.executable, "-m", "launcher", "plan", "configs/demo.yaml"],
-        "plan qwen3-next --json": [
-            sys.executable,
-            "-m",
-            "launcher",
-            "plan",
-            "configs/qwen3-next-2x-spark.yaml",
-            "--json",
-        ],
-        "validate dense": [sys.executable, "-m", "launcher", "validate", "configs/dense-2x-spark.yaml"],
-    }
-    bare = None
-    for name, argv in cases.items():
-        times = timed(argv, args.runs)
-        median, best = statistics.median(times) * 1000, min(times) * 1000
-        bare = bare or median
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    every = cases(args.against)
+    times: dict[str, list[float]] = {name: [] for name in every}
+    for round_ in range(args.runs + 1):
+        for name, (argv, cwd) in every.items():
+            seconds = once(argv, env, cwd)
+            if round_:  # the first round writes bytecode and warms the page cache
+                times[name].append(seconds)
+    bare = statistics.median(times["python -c pass"])
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for name, runs in times.items():
+        median, best = statistics.median(runs), min(runs)
         print(
-            f"{name:<26} median {median:6.1f} ms   best {best:6.1f} ms   "
-            f"{median / bare:4.1f}x python -c pass   ({args.runs} runs)"
+            f"{name:<32} median {median * 1000:6.1f} ms   best {best * 1000:6.1f} ms   "
+            f"{median / bare:4.2f}x python -c pass   ({args.runs} runs, alternating)"
         )
 
 

@@ -27,6 +27,14 @@ def test_the_defaults_are_what_a_spark_needs() -> None:
     assert not [o for o in options if o.startswith("--shm-size")]
 
 
+def test_compiled_kernels_are_kept_in_a_volume_between_starts_unless_turned_off() -> None:
+    options = container_options(ContainerSection(), "/models/m")
+    assert "--mount=type=volume,source=spark-launch-compile-cache,target=/spark-launch-cache" in options
+    assert "--env=TORCHINDUCTOR_CACHE_DIR=/spark-launch-cache/torchinductor" in options
+    off = container_options(ContainerSection(compile_cache="none"), "/models/m")
+    assert not [o for o in off if "spark-launch-cache" in o]
+
+
 def test_a_machine_that_differs_says_so_and_the_argv_follows() -> None:
     data = edit(DOCKER, **{"vllm.container": {"ipc": "private", "shm_size": "1g", "memlock": 8388608}})
     plan = plan_of(data)
@@ -57,6 +65,11 @@ CASES: list[tuple[dict[str, Any], str, str]] = [
     ({"vllm.container": {"stack": -5}}, "vllm.container.stack", "-5 is not a limit"),
     ({"vllm.container": {"gpu": "all"}}, "vllm.container.gpu", "did you mean 'gpus'"),
     ({"model.path": "/models/a,b"}, "model.path", "cannot be mounted into a container"),
+    (
+        {"vllm.container": {"compile_cache": "/var/cache"}},
+        "vllm.container.compile_cache",
+        "is not a Docker volume name",
+    ),
 ]
 
 

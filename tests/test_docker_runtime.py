@@ -64,6 +64,17 @@ def test_up_status_logs_down_drive_the_container(cluster: Cluster, tmp_path: Pat
     assert any("Shutting down" in line for line in after)  # logged while down stopped it
 
 
+def test_a_container_that_exits_while_loading_is_reported_at_once_with_its_status(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch learns of the end from `docker wait`, not from a `docker inspect` every tick."""
+    monkeypatch.setenv("FAKE_DOCKER_FAIL", "RuntimeError: Engine core initialization failed.")
+    with pytest.raises(StartupFailed) as caught:
+        up(cluster, {"HF_TOKEN": "x"}, UpOptions(timeout=60, check=False, grace=2), Silent())
+    assert "n1 (rank 0) exited with status 1" in caught.value.render()
+    assert status(cluster).state == "stopped"
+
+
 def record(cluster: Cluster, tmp_path: Path) -> dict[str, Any]:
     return dict(json.loads((tmp_path / "docker" / f"spark-launch-{cluster.spec.name}.json").read_text()))
 
@@ -92,21 +103,55 @@ def test_a_container_of_that_name_that_is_not_ours_is_left_alone(cluster: Cluste
     assert (state / f"{name}.json").exists()
 
 
-def check_rows(tmp_path: Path, held: dict[str, dict[str, str]], digests: bool = False) -> dict[str, Any]:
-    """check's rows for nodes holding `held` ({node: {image: id}}) on FAKE engines."""
-    from launcher.commands.check import run_check
+PLANNED: dict[Path, Cluster] = {}
 
+
+def engines_cluster(tmp_path: Path, held: dict[str, dict[str, str]]) -> Cluster:
+    """A docker-runtime cluster whose nodes hold `held` ({node: {image: id}}) on FAKE engines."""
     node_env = {}
     for name, images in held.items():
         state = tmp_path / f"docker-{name}"
-        state.mkdir()
+        state.mkdir(exist_ok=True)
         (state / "images.json").write_text(json.dumps(images))
         node_env[name] = {"FAKE_DOCKER_STATE": str(state)}
-    data = base_spec("0.33.0", nodes=len(held))
-    data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": IMAGE}
-    base = local_cluster(data, tmp_path / "home")
-    cluster = Cluster(base.spec, base.plan, LocalExecutor(tmp_path / "home", node_env))
-    return {r.item: r for r in run_check(cluster, probe=True).rows}
+    if tmp_path not in PLANNED:  # one cluster (one name: the probe's command names it) per test
+        data = base_spec("0.33.0", nodes=len(held))
+        data["vllm"] = {"version": "0.33.0", "runtime": "docker", "image": IMAGE}
+        PLANNED[tmp_path] = local_cluster(data, tmp_path / "home")
+    base = PLANNED[tmp_path]
+    return Cluster(base.spec, base.plan, LocalExecutor(tmp_path / "home", node_env))
+
+
+def check_rows(tmp_path: Path, held: dict[str, dict[str, str]], fresh: bool = False) -> dict[str, Any]:
+    """check's rows for nodes holding `held` ({node: {image: id}}) on FAKE engines."""
+    from launcher.commands.check import run_check
+
+    return {
+        r.item: r
+        for r in run_check(engines_cluster(tmp_path, held), probe=True, fresh=fresh, collective=False).rows
+    }
+
+
+def probe_runs(tmp_path: Path, node: str) -> int:
+    """How many probe containers the node's FAKE engine has started."""
+    runs = tmp_path / f"docker-{node}" / "probe-runs"
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
+def test_the_probe_in_the_image_is_answered_from_the_nodes_cache_until_the_image_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    held = {"n1": {IMAGE: "sha256:aaa"}, "n2": {IMAGE: "sha256:aaa"}}
+    first = check_rows(tmp_path, held)["answers"]
+    assert first.values == {"n1": "resolved now", "n2": "resolved now"}
+    again = check_rows(tmp_path, held)["answers"]
+    assert again.values == {"n1": "from the node's cache", "n2": "from the node's cache"}
+    assert probe_runs(tmp_path, "n1") == probe_runs(tmp_path, "n2") == 1  # no container started again
+    rebuilt = check_rows(tmp_path, {"n1": {IMAGE: "sha256:aaa"}, "n2": {IMAGE: "sha256:ccc"}})["answers"]
+    assert rebuilt.values["n2"] == "resolved now" and probe_runs(tmp_path, "n2") == 2  # another image id
+    assert check_rows(tmp_path, held, fresh=True)["answers"].values["n1"] == "resolved now"
+    assert probe_runs(tmp_path, "n1") == 2
 
 
 IMAGE = "nvcr.io/nvidia/vllm:26.05-py3"

@@ -70,6 +70,17 @@ def test_files_the_installer_did_not_write_or_that_are_gone_are_named(site: Path
     assert found["unknown"] == ["pkg/extra.py"] and found["missing"] == ["pkg/__init__.py"]
 
 
+def test_a_record_rewritten_since_the_last_look_is_read_again(site: Path, tmp_path: Path) -> None:
+    """RECORD's parse is kept in the cache by RECORD's own stat: another RECORD is read anew."""
+    assert fingerprint(site, tmp_path)["differ"] == []
+    record = site / "pkg-1.0+local.dist-info" / "RECORD"
+    stat = record.stat()
+    text = record.read_text().replace(digest(FILES["pkg/sub/mod.py"]), digest(b"y = 9\n"))
+    record.write_text(text)  # same size: another build's RECORD, with its time put back
+    os.utime(record, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert fingerprint(site, tmp_path)["differ"] == ["pkg/sub/mod.py"]
+
+
 def test_processes_writing_the_same_cache_at_once_never_fail(site: Path, tmp_path: Path) -> None:
     """As facts and the probe do on one node, or two nodes sharing a home: each writes it all."""
     for i in range(3000):  # enough files that the writes overlap

@@ -21,9 +21,8 @@ from typing import Any
 
 import pytest
 
-from launcher.core import remote
-from launcher.core.answers.sync import manifest
-from launcher.core.sync.manifest import FileEntry, missing_parts
+from launcher.core.sync.manifest import FileEntry, Manifest, missing_parts
+from launcher.core.sync.transfer import rsync_argv
 from launcher.node.agent import Agent
 from launcher.node.scripts import bundle
 from tests.fakes.local import LocalExecutor
@@ -180,36 +179,113 @@ def test_the_sync_scripts_parse_as_python_3_8(name: str) -> None:
     ast.parse(bundle(name), feature_version=(3, 8))
 
 
-def test_while_a_copy_runs_each_finished_file_is_hashed_into_the_cache(tmp_path: Path) -> None:
-    """The watch: a file counts as finished once it has the source's size and mtime (rsync sets
-    the mtime last); the manifest after the copy then hashes nothing that was watched."""
+def copy_with_times(source: Path, target: Path) -> None:
+    """A copy as rsync leaves it: each file's content, then the source's times."""
+    target.mkdir()
+    for item in source.iterdir():
+        shutil.copyfile(item, target / item.name)
+        shutil.copystat(item, target / item.name)
+
+
+def proof(source: Manifest) -> dict[str, list[Any]]:
+    """What the launcher hands the target after a copy rsync proved: {file: [size, mtime, sha256]}."""
+    return {rel: [f.size, source.mtimes[rel], f.sha256] for rel, f in source.files.items()}
+
+
+def test_files_a_copy_proved_are_recorded_and_not_read_again(tmp_path: Path) -> None:
     make_model(tmp_path / "src")
     source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
+    copy_with_times(tmp_path / "src", tmp_path / "dst")
     node = agent(tmp_path / "home2")
-    (tmp_path / "dst").mkdir()
-    expect = {rel: [source.files[rel].size, source.mtimes[rel]] for rel in source.files}
-    watcher = node.open(remote.prehash_call(node.dir, str(tmp_path / "dst"), expect))
-    for rel in source.files:  # the copy: content first, the source's times last
-        shutil.copyfile(tmp_path / "src" / rel, tmp_path / "dst" / rel)
-        shutil.copystat(tmp_path / "src" / rel, tmp_path / "dst" / rel)
-    out = b"".join(iter(lambda: watcher.recv(65536), b""))
-    assert watcher.wait() == 0
-    final = json.loads(out.splitlines()[-1])  # ends with the directory's manifest, all from the cache
-    assert final["ok"] and final["watched"] == source.total_bytes and final["hashed_bytes"] == 0
-    assert manifest(final, str(tmp_path / "dst")).files == source.files
+    answer = node.manifest(str(tmp_path / "dst"), adopt=proof(source))
+    assert answer.adopted == len(source.files) and answer.hashed_bytes == 0
+    assert answer.files == source.files
+
+
+def test_a_proved_file_found_at_another_size_or_mtime_is_hashed_not_adopted(tmp_path: Path) -> None:
+    make_model(tmp_path / "src")
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
+    copy_with_times(tmp_path / "src", tmp_path / "dst")
+    shard = tmp_path / "dst" / "model-00001-of-00002.safetensors"
+    os.utime(shard, (1, 1))  # not as the copy left it: not the file rsync proved
+    answer = agent(tmp_path / "home2").manifest(str(tmp_path / "dst"), adopt=proof(source))
+    assert answer.adopted == len(source.files) - 1 and answer.hashed_bytes == shard.stat().st_size
+    assert answer.files == source.files  # hashed: the same bytes, found so
+
+
+def test_a_write_after_the_proof_is_caught_even_with_size_and_mtime_put_back(tmp_path: Path) -> None:
+    make_model(tmp_path / "src")
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
+    copy_with_times(tmp_path / "src", tmp_path / "dst")
+    node = agent(tmp_path / "home2")
+    node.manifest(str(tmp_path / "dst"), adopt=proof(source))
+    shard = tmp_path / "dst" / "model-00002-of-00002.safetensors"
+    before = shard.stat()
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF  # one byte changed, same size
+    shard.write_bytes(bytes(data))
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))  # and its mtime put back
     after = node.manifest(str(tmp_path / "dst"))
-    assert after.hashed_bytes == 0 and after.files == source.files
+    assert after.files[shard.name].sha256 == sha(shard) != source.files[shard.name].sha256
 
 
-def test_a_file_not_finished_is_not_hashed_while_watching(tmp_path: Path) -> None:
-    (tmp_path / "dst").mkdir()
-    (tmp_path / "dst" / "a.bin").write_bytes(b"x" * 100)  # the right size, but not the source's mtime
-    node = agent(tmp_path / "home")
-    watcher = node.open(remote.prehash_call(node.dir, str(tmp_path / "dst"), {"a.bin": [100, 1]}))
-    first = b""
-    while b"\n" not in first:
-        first += watcher.recv(65536)
-    watcher.close()
-    assert json.loads(first.splitlines()[0]) == {"event": "idle", "bytes": 0, "pending": 1}
-    assert os.listdir(tmp_path / "dst") == ["a.bin"]
-    assert not list((tmp_path / "home").glob(".cache/spark-launch/manifests/*.json"))
+def transfer(tmp_path: Path, source: Path, target: Path, attest: dict[str, str]) -> dict[str, Any]:
+    """The transfer script's send on the source node (home: tmp_path/home, where its manifest
+    cache is), with a real local rsync: its final answer."""
+    job = {
+        "argv": list(rsync_argv(str(source), f"{target}/")),
+        "files": sorted(attest),
+        "attest": attest,
+        "root": str(source),
+        "default_rsh": "ssh",
+        "relay": False,
+    }
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    done = subprocess.run(
+        ["python3", "-", "transfer", str(tmp_path), "send", str(tmp_path / "job.json")],
+        input=bundle("transfer"),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "HOME": str(tmp_path / "home")},
+    )
+    answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return answer
+
+
+def test_the_source_names_the_files_rsync_sent_whose_bytes_are_the_ones_it_hashed(tmp_path: Path) -> None:
+    make_model(tmp_path / "src")
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
+    answer = transfer(
+        tmp_path, tmp_path / "src", tmp_path / "dst", {r: f.sha256 for r, f in source.files.items()}
+    )
+    assert answer["ok"] and answer["verified"] == sorted(source.files)
+    assert agent(tmp_path / "home2").manifest(str(tmp_path / "dst")).files == source.files
+
+
+def test_a_source_file_written_since_it_was_hashed_is_not_vouched_for(tmp_path: Path) -> None:
+    make_model(tmp_path / "src")
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
+    (tmp_path / "src" / "config.json").write_text('{"model_type": "y"}')  # after the manifest
+    answer = transfer(
+        tmp_path, tmp_path / "src", tmp_path / "dst", {r: f.sha256 for r, f in source.files.items()}
+    )
+    assert answer["ok"] and "config.json" not in answer["verified"]
+    assert len(answer["verified"]) == len(source.files) - 1
+
+
+def test_a_listed_file_rsync_did_not_send_is_not_vouched_for(tmp_path: Path) -> None:
+    """rsync skips a file whose size and mtime match on the target, whatever its bytes: only a
+    file it sent, and so checked, may be adopted."""
+    make_model(tmp_path / "src")
+    source = agent(tmp_path / "home").manifest(str(tmp_path / "src"))
+    copy_with_times(tmp_path / "src", tmp_path / "dst")
+    shard = tmp_path / "dst" / "model-00001-of-00002.safetensors"
+    stat = shard.stat()
+    shard.write_bytes(os.urandom(stat.st_size))  # other bytes, same size and mtime
+    os.utime(shard, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    (tmp_path / "dst" / "config.json").unlink()
+    answer = transfer(
+        tmp_path, tmp_path / "src", tmp_path / "dst", {r: f.sha256 for r, f in source.files.items()}
+    )
+    assert answer["ok"] and answer["verified"] == ["config.json"]

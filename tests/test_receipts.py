@@ -307,8 +307,10 @@ def test_up_locked_refuses_a_node_that_moved_before_anything_starts(tmp_path: Pa
         {
             ("*", "lock"): lambda w: {"ok": True},
             ("*", "status"): lambda w: {"ok": True, "alive": False, "processes": 0, "state": None},
-            ("*", "facts"): lambda w: facts_answer(),
-            ("*", "manifest"): lambda w: manifest_answer(files[w[3].rsplit("/", 1)[-1]]),
+            ("*", "facts"): lambda w: {  # one call: the facts with the model's manifest
+                **facts_answer(),
+                "models": {"/models/m": manifest_answer(files[w[3].rsplit("/", 1)[-1]])},
+            },
         }
     )
     cluster = Cluster(spec, plan, executor)

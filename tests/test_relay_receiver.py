@@ -19,6 +19,7 @@ ASKED = (
     "rsync",
     "--server",
     "-logDtpRe.LsfxCIvu",
+    "--log-format=X",  # the sender's --out-format (each file it sent, for the copy's proof)
     "--timeout=300",
     "--safe-links",
     "--append",

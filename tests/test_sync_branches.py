@@ -157,22 +157,23 @@ def test_from_an_unknown_node_is_refused() -> None:
 
 
 def test_a_failed_copy_is_reported_per_node() -> None:
-    """The job hand-over on the source fails: that node failed, with the reason."""
-    denied = Result("cat", 1, "", "cat: .spark-launch/t/n1/sync/n2-0.json: No space left on device\n")
-    calls = {"n": 0}
+    """The source's rsync fails: that node failed, with rsync's exit status and its reason."""
 
-    def shell(words: list[str]) -> Result:
-        calls["n"] += 1
-        return Result("", 0, "", "") if calls["n"] == 1 else denied  # the script is kept, the job is not
+    def transfer(words: list[str]) -> dict[str, Any]:
+        if words[4] == "send":
+            return {"ok": False, "exit": 11, "error": "rsync: write failed: No space left on device (28)"}
+        return {"ok": True, "rsh": "ssh"}
 
     cluster, _ = cluster_with(
         {
             ("n2", "manifest"): lambda w: answer(None),
+            ("n1", "transfer"): transfer,
             ("*", "lock"): lambda w: {"ok": True},
-            ("*", "shell"): shell,
+            ("*", "shell"): lambda w: Result("", 0, "", ""),
             ("n2", "prepare"): lambda w: {"ok": True, "removed": 0, "errors": []},
         }
     )
     result = sync_models(cluster, SyncOptions(), Collect())
     [node] = result.nodes
-    assert node.state == "failed" and "No space left on device" in node.detail
+    assert node.state == "failed" and node.detail.startswith("node n2: rsync from n1 failed (exit 11)")
+    assert "No space left on device" in node.detail and "continues where it stopped" in str(node.hint)

@@ -8,18 +8,31 @@ from collections.abc import Sequence
 import click
 
 from launcher import __version__
-from launcher.cli import (
-    cluster_commands,
-    export_commands,
-    init_commands,
-    keep_commands,
-    look_commands,
-    receipt_commands,
-    spec_commands,
-    sync_commands,
-)
 from launcher.cli.common import echo, terminal
+from launcher.cli.lazy import LazyCommands
 from launcher.errors import ExitStatus, SparkLaunchError
+
+# Every command, by the module that defines it: only the one that runs is imported.
+COMMANDS = {
+    "init": "launcher.cli.init_commands:init",
+    "facts": "launcher.cli.init_commands:facts",
+    "plan": "launcher.cli.spec_commands:plan",
+    "validate": "launcher.cli.spec_commands:validate",
+    "schema": "launcher.cli.spec_commands:schema",
+    "check": "launcher.cli.cluster_commands:check",
+    "up": "launcher.cli.cluster_commands:up",
+    "status": "launcher.cli.look_commands:status",
+    "logs": "launcher.cli.look_commands:logs",
+    "verify": "launcher.cli.look_commands:verify",
+    "down": "launcher.cli.cluster_commands:down",
+    "sync": "launcher.cli.sync_commands:sync",
+    "supervise": "launcher.cli.keep_commands:supervise",
+    "export": "launcher.cli.export_commands:export",
+    "diagnose": "launcher.cli.keep_commands:diagnose",
+    "runs": "launcher.cli.receipt_commands:runs",
+    "diff": "launcher.cli.receipt_commands:diff",
+    "lock": "launcher.cli.receipt_commands:lock",
+}
 
 
 def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
@@ -56,7 +69,10 @@ def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
     ctx.call_on_close(quiet)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    commands=LazyCommands(COMMANDS),
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option(
     "--version",
     is_flag=True,
@@ -109,29 +125,6 @@ def cli() -> None:
     Shell completion (bash; zsh and fish alike):
       eval "$(_SPARK_LAUNCH_COMPLETE=bash_source spark-launch)"
     """
-
-
-for command in (
-    init_commands.init,
-    init_commands.facts,
-    spec_commands.plan,
-    spec_commands.validate,
-    spec_commands.schema,
-    cluster_commands.check,
-    cluster_commands.up,
-    look_commands.status,
-    look_commands.logs,
-    look_commands.verify,
-    cluster_commands.down,
-    sync_commands.sync,
-    keep_commands.supervise,
-    export_commands.export,
-    keep_commands.diagnose,
-    receipt_commands.runs,
-    receipt_commands.diff,
-    receipt_commands.lock,
-):
-    cli.add_command(command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -64,7 +64,10 @@ def models(
     Each target that differs then gets, all at once: the files it lacks or holds
     differently, by rsync over SSH from the source to the target's fabric `address`
     (a shorter file is continued, not restarted: an interrupted sync resumes), files not
-    on the source removed, and its manifest checked against the source's.
+    on the source removed, and its manifest checked against the source's. A file rsync
+    sent needs no second read there: rsync checks each against a whole-file checksum of the
+    source's bytes, which the source confirms are the ones it hashed; the node hashes
+    whatever is not proven so.
 
     \b
     The source must reach each target over SSH at its fabric address without a prompt:
@@ -144,20 +147,31 @@ class TransferPrinter:
 @sync.command()
 @SPEC
 @SSH_CONFIG
+@click.option(
+    "--relay",
+    is_flag=True,
+    help="Pass the image through this machine, for nodes that cannot SSH to each other (slower).",
+)
 @JSON
-def images(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
+def images(spec: str, ssh_config: str | None, relay: bool, as_json: bool) -> ExitStatus:
     """Give every node the head's build of the spec's container image (docker runtime).
 
     \b
     For each node that lacks the image, or holds another build under the same name, the
-    head's `docker save` is streamed through this machine's SSH connections into that
-    node's `docker load`: all such nodes at once, from one save, with progress per node.
-    A node whose image id (or a repo digest) already matches the head's is skipped; a
-    node with too little free space where docker keeps its images is refused before
-    anything is copied (loading needs about twice the image's size there). Afterwards
-    `spark-launch check` finds the same image id on every node.
+    head's `docker save` is streamed into that node's `docker load`: all such nodes at
+    once, from one save, with progress per node. The stream goes node to node, from the
+    head to each node's fabric `address`, through OpenSSH on the head (the link's speed:
+    nothing passes through this machine). A node whose image id (or a repo digest)
+    already matches the head's is skipped; a node with too little free space where docker
+    keeps its images is refused before anything is copied (loading needs about twice the
+    image's size there). Afterwards `spark-launch check` finds the same image id on every
+    node.
 
     \b
+    The head must reach each node over SSH at its fabric address without a prompt, as for
+    `sync models`: on the head, `ssh-copy-id ADDRESS` for each node; $RSYNC_RSH on the head,
+    if set, replaces `ssh`. --relay needs none of that: the stream goes head -> this
+    machine -> node over spark-launch's own connections.
     An image pinned by digest (name@sha256:...) cannot be copied this way (a loaded image
     has no repo digest): pull it on each node instead.
     Exit 0 when every node holds the head's image, 1 otherwise.
@@ -165,12 +179,13 @@ def images(spec: str, ssh_config: str | None, as_json: bool) -> ExitStatus:
     \b
     Examples:
       spark-launch sync images cluster.yaml
+      spark-launch sync images cluster.yaml --relay
       spark-launch sync images cluster.yaml --json | jq '.nodes[] | {name, action}'
     """
     from launcher.commands.sync.images import sync_images
 
     with open_cluster(spec, ssh_config) as cluster:
-        result = sync_images(cluster, Printer())
+        result = sync_images(cluster, Printer(), relay=relay)
     if as_json:
         echo(json.dumps(result.as_dict(), indent=2))
     else:

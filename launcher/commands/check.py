@@ -1,24 +1,26 @@
 """`spark-launch check`: ask every node, in parallel, what would make it start differently.
 
-Facts per node (one SSH call each): the vLLM install, the environment vLLM will inherit,
-the interface and address, free ports, GPUs and memory; then the manifest of each model
-directory (sha256 per file, cached beside the model: seconds when nothing changed). Then a real
-TCP connection from every worker to a listener on the head, and the resolve probe: each
-node's own vLLM runs create_engine_config() on exactly the argv and env it will run (for
-the docker runtime: inside the image, as `up` would start the container).
+One SSH call per node answers its facts: the vLLM install, the environment vLLM will
+inherit, the interface and address, free ports, GPUs and memory, the manifest of each model
+directory (sha256 per file, cached beside the model: seconds when nothing changed), and
+whether the node's probe cache holds the answer to exactly what the probe would be asked.
+While the head answers, it listens on the master port, and every worker makes a real TCP
+connection to it as soon as it does. Then the resolve probe, only where its answer was not
+found: each node's own vLLM runs create_engine_config() on exactly the argv and env it will
+run (for the docker runtime: inside the image, as `up` would start the container). An
+unchanged cluster is checked in one round trip per node, nothing started on any of them.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
 from launcher.commands.inputs import gather
-from launcher.commands.listening import Listener
 from launcher.commands.preflight import preflight_rows_of
+from launcher.commands.probing import probe_tag, run_probe
 from launcher.core import remote
 from launcher.core.answers.facts import Facts
-from launcher.core.answers.probe import Probed, connected
+from launcher.core.answers.probe import Listening, connected
 from launcher.core.checks import (
     Report,
     Row,
@@ -40,8 +42,6 @@ from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
-from launcher.node.executor import fan_out
-from launcher.node.scripts import tag as script_tag
 
 __all__ = ["NodesDisagree", "run_check"]
 
@@ -81,25 +81,20 @@ class NodesDisagree(SparkLaunchError):
 def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False, collective: bool = True) -> Report:
     """Gather, test and compare everything; a Report with one row per compared item.
 
-    The probe (each node's vLLM resolving its command) runs alongside the other questions,
-    answered from each node's cache when nothing it depends on changed (`fresh`: resolve anyway).
-    docker runtime: the probe runs inside the image once every node is known to hold it.
+    With `probe`, each node's vLLM resolving its command, where every node holds the vLLM it
+    runs (the venv, or the image): answered from each node's cache, found by its facts call,
+    when nothing the answer depends on changed (`fresh`: resolve anyway).
     """
-    early = probe and cluster.spec.vllm.runtime == "venv"
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        probing = pool.submit(_probe, cluster, fresh) if early else None
-        return _check(cluster, probing, probe_late=probe and not early, fresh=fresh, collective=collective)
+    reach = _Reach(cluster)
+    try:
+        return _check(cluster, reach, probe, fresh, collective)
+    finally:
+        reach.close()
 
 
-def _check(
-    cluster: Cluster,
-    probing: Future[dict[str, dict[str, Any]]] | None,
-    probe_late: bool,
-    fresh: bool,
-    collective: bool,
-) -> Report:
+def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective: bool) -> Report:
     spec, plan = cluster.spec, cluster.plan
-    answers = gather(cluster)
+    answers = gather(cluster, reach.on_listening, probe_tag() if probe else None)
     reached = {n: a.reason if isinstance(a, SparkLaunchError) else "yes" for n, a in answers.items()}
     ok = all(v == "yes" for v in reached.values())
     hints = [f"{n}: {a.hint}" for n, a in answers.items() if isinstance(a, SparkLaunchError) and a.hint]
@@ -111,14 +106,14 @@ def _check(
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
     rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
-    rows += network_rows(spec, plan, facts, _reachability(cluster, facts))
+    rows += network_rows(spec, plan, facts, reach.result(facts))
     rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)
     weighed = budgets(spec, plan, facts)
     runnable = _runnable(spec.vllm.runtime, facts)
     rows += preflight_rows_of(cluster, facts, runnable) if collective else []
     resolved = None
-    if runnable:
-        resolved = probing.result() if probing is not None else _probe(cluster, fresh) if probe_late else None
+    if probe and runnable:
+        resolved = run_probe(cluster, {n: f.get("probe") for n, f in facts.items()}, fresh)
     if resolved is not None:
         cached = {
             n: "from the node's cache" if r.get("cached") else "resolved now" for n, r in resolved.items()
@@ -137,47 +132,44 @@ def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
     return all(f["vllm"].get(key) for f in facts.values())
 
 
-def _reachability(cluster: Cluster, facts: dict[str, Facts]) -> dict[str, str]:
-    """A listener on the head's master port, and a real connection to it from every worker."""
-    head = cluster.head
-    workers = cluster.names[1:]
-    port = cluster.plan.master_port
-    if not workers or port is None or facts[head.name].get("ours_running"):
-        return {}
-    agent = cluster.agents[head.name]
-    listener = Listener(agent, remote.listen_call(agent.dir, head.address, port, len(workers), 15))
-    first = listener.first(20)
-    if first.port is None:
-        listener.join(20)
-        return dict.fromkeys(workers, f"no listener on the head: {first.error}")
-    results = fan_out(workers, lambda w: cluster.agents[w].ask(connect_call(cluster, w, port), connected))
-    listener.join(20)
-    return {w: r.reason if isinstance(r, SparkLaunchError) else r or "yes" for w, r in results.items()}
+class _Reach:
+    """A real connection from every worker to the head's master port, made while the nodes
+    gather their facts: the head listens inside its facts call, and says so; each worker
+    connects as soon as it does."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.workers = cluster.names[1:]
+        self.said: Listening | None = None  # the head's word: listening, or why not
+        self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.workers)))
+        self.connects: dict[str, Future[str | None]] = {}
+
+    def on_listening(self, event: Listening) -> None:
+        """The head listens (or cannot): every worker connects now."""
+        self.said = event
+        head, port = self.cluster.head.address, self.cluster.plan.master_port
+        if event.port is not None and port is not None:
+            for w in self.workers:
+                agent = self.cluster.agents[w]
+                call = remote.connect_call(agent.dir, head, port, 5)
+                self.connects[w] = self.pool.submit(agent.ask, call, connected)
+
+    def result(self, facts: dict[str, Facts]) -> dict[str, str]:
+        """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
+        head = facts[self.cluster.head.name]
+        if not self.workers or head.get("ours_running") or self.said is None:
+            return {}
+        if self.said.port is None:
+            return dict.fromkeys(self.workers, f"no listener on the head: {self.said.error}")
+        return {w: _connected(self.connects[w]) for w in self.workers}
+
+    def close(self) -> None:
+        """Let the connections still under way end by themselves (each has its own deadline)."""
+        self.pool.shutdown(wait=False)
 
 
-def connect_call(cluster: Cluster, worker: str, port: int) -> remote.Call:
-    """A TCP connection from `worker` to the head's address on `port`."""
-    return remote.connect_call(cluster.agents[worker].dir, cluster.head.address, port, 5)
-
-
-def _probe(cluster: Cluster, fresh: bool) -> dict[str, dict[str, Any]]:
-    """Each node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
-
-    For the probe rows, by node: what it resolved, or {"error": why it could not}.
-    """
-    version = script_tag("probe")
-
-    def resolve(name: str) -> Probed:
-        node = next(n for n in cluster.plan.nodes if n.name == name)
-        return cluster.agents[name].probe(remote.probe_call(cluster.spec, node, version, fresh))
-
-    answers = fan_out(cluster.names, resolve)
-    return {n: _resolved(a) for n, a in answers.items()}
-
-
-def _resolved(answer: Probed | SparkLaunchError) -> dict[str, Any]:
-    if isinstance(answer, SparkLaunchError):
-        return {"error": answer.reason}
-    if answer.error is not None:
-        return {"error": answer.error}
-    return {**answer.resolved, "cached": answer.cached, "vllm_version": answer.vllm_version}
+def _connected(future: Future[str | None]) -> str:
+    try:
+        return future.result() or "yes"
+    except SparkLaunchError as exc:
+        return exc.reason

@@ -1,40 +1,67 @@
 """What each node feeds its vLLM, gathered at once on every node: facts and model manifests.
 
 Shared by `check` (which compares them), `lock` (which writes them down), `diff ... now` and
-`up --locked` (which compare them with a lock or a run). One SSH call for the facts per node,
-one per model directory for its manifest (cached in the node user's ~/.cache: seconds when unchanged).
+`up --locked` (which compare them with a lock or a run). One SSH call per node answers it
+all: the facts and the manifest of each model directory (cached in the node user's ~/.cache:
+seconds when unchanged). For `check`, the head's call also listens on the master port
+meanwhile (`listen`), and says when, so that the workers can connect to it at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from launcher.core import remote
 from launcher.core.answers.facts import Facts
+from launcher.core.answers.probe import Listening
 from launcher.core.render import container_name
 from launcher.core.sync.manifest import model_dirs
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 
+LISTEN_SECONDS = 15  # how long the head waits for the workers' connections
 
-def gather(cluster: Cluster) -> dict[str, Facts | SparkLaunchError]:
-    """Every node's facts (vLLM install, engine env, network, host, memory) and manifests."""
+
+def gather(
+    cluster: Cluster,
+    on_listening: Callable[[Listening], None] | None = None,
+    probe_tag: str | None = None,
+) -> dict[str, Facts | SparkLaunchError]:
+    """Every node's facts (vLLM install, engine env, network, host, memory) and manifests.
+
+    With `on_listening`, the head listens on the master port for every worker while it
+    answers, and `on_listening` gets its word as soon as it listens (or cannot). With
+    `probe_tag`, each node also says whether its probe cache holds the answer (`probe`).
+    """
     spec, plan = cluster.spec, cluster.plan
     ports = sorted({p for p in (plan.api_port, plan.master_port) if p is not None})
+    paths = [path for _, path in model_dirs(spec)]
 
     def ask(name: str) -> Facts:
         node = next(n for n in spec.nodes if n.name == name)
-        request = {
+        head = name == cluster.head.name
+        request: dict[str, Any] = {
             "venv": spec.vllm.venv,
             "image": spec.vllm.image,
             "container": container_name(spec) if spec.vllm.runtime == "docker" else None,
             "interface": node.interface,
             "address": node.address,
-            "ports": ports if name == cluster.head.name else [],
+            "ports": ports if head else [],
+            "models": paths,
             "hcas": list(node.hca),
             "docker": spec.vllm.runtime == "docker",
         }
+        if probe_tag is not None:
+            planned = next(n for n in plan.nodes if n.name == name)
+            request["probe"] = remote.probe_request(spec, planned, probe_tag)
+        listens = head and on_listening is not None and len(plan.nodes) > 1
+        if listens:
+            expect = len(plan.nodes) - 1
+            request["listen"] = {"port": plan.master_port, "expect": expect, "seconds": LISTEN_SECONDS}
         agent = cluster.agents[name]
-        found = agent.facts(request)
-        found["models"] = {path: agent.manifest(path) for _, path in model_dirs(spec)}
+        found = agent.facts(request, on_listening if listens else None)
         found["model"] = {"weight_bytes": found["models"][spec.model.path].total_bytes}
         return found
 

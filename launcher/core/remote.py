@@ -8,6 +8,7 @@ name; `launcher/node/scripts/` holds them) or carries the data fed there.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,9 @@ from launcher.core.spec.container import container_options
 from launcher.core.spec.sections import Spec, VllmSection
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
+# The scripts take the standard library only: without `site` (-S) no package installed on the
+# node (nor its .pth start-up hooks) can slow them down or change what they do.
+SCRIPT_PYTHON = f"{PYTHON} -S"
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
 
 
@@ -42,13 +46,13 @@ class Call:
 
 
 def script(name: str, directory: str, *args: str, timeout: float = 60.0, about: str = "") -> Call:
-    """Run node script `name` with `python3 -` on the node's run directory and `args`.
+    """Run node script `name` with `python3 -S -` on the node's run directory and `args`.
 
     The script's name is the first argument, so `ps` on the node (and the dry run) says
     which one runs.
     """
     words = [name, directory, *args]
-    return Call(f"{PYTHON} - {shlex.join(words)}", script=name, timeout=timeout, about=about)
+    return Call(f"{SCRIPT_PYTHON} - {shlex.join(words)}", script=name, timeout=timeout, about=about)
 
 
 def node_job(
@@ -134,6 +138,19 @@ def load_command() -> str:
     return "docker load"
 
 
+def image_reach_call(directory: str, hosts: dict[str, str], default_rsh: str) -> Call:
+    """On the head: can its remote shell reach each target (by name: [user@]address), with docker there?"""
+    job = {"targets": hosts, "default_rsh": default_rsh}
+    return script("imagecopy", directory, "reach", json.dumps(job), timeout=90)
+
+
+def image_send_call(directory: str, image: str, hosts: dict[str, str], default_rsh: str) -> Call:
+    """On the head: `docker save` into `docker load` on every target, node to node over OpenSSH."""
+    job = {"image": image, "targets": hosts, "default_rsh": default_rsh}
+    about = "docker save | ssh TARGET docker load, for each target"
+    return script("imagecopy", directory, "send", json.dumps(job), timeout=0, about=about)
+
+
 def listen_call(directory: str, address: str, port: int, expect: int, seconds: float) -> Call:
     """Accept `expect` TCP connections on address:port within `seconds`."""
     return script("net", directory, "listen", address, str(port), str(expect), str(seconds))
@@ -192,7 +209,9 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     venv runtime: the answer is cached on the node under PROBE_CACHE, keyed by everything
     that decides it (`tag` names this probe's version); `fresh` resolves anyway.
     docker runtime: inside the image, with the options `up` gives the container (network,
-    IPC, GPUs, limits, the model mount); resolved every time (the container keeps nothing).
+    IPC, GPUs, limits, the model mount). The container keeps nothing: its answer is kept on
+    the node by `probe_save_call`, keyed by the image's id, this very command and the
+    environment, and found there by the facts call (`probe_request`).
     """
     serve_argv = node.argv[len(runtime_prefix(spec)) :]
     env = json.dumps(dict(node.env)) + "\n"
@@ -211,6 +230,32 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
     ]
     words = [*docker, PYTHON, "-c", PROBE_LOADER, "resolve", *serve_argv]
     return Call(shell_words(words), script="probe", data=env, timeout=600)
+
+
+def probe_request(spec: Spec, node: NodeCommand, tag: str) -> dict[str, Any]:
+    """What the facts call needs to find the probe's cached answer (`facts.probe_lookup`): the
+    inputs of its key, as the probe itself would see them on that node."""
+    if spec.vllm.runtime == "venv":
+        return {"tag": tag, "argv": list(node.argv[len(runtime_prefix(spec)) :]), "env": dict(node.env)}
+    command = probe_call(spec, node, tag).command
+    return {"tag": tag, "command": command, "env": dict(node.env), "model": spec.model.path}
+
+
+PROBE_KEY = re.compile(r"image-[0-9a-f]{64}\Z")
+
+
+def probe_save_call(key: str, answer: dict[str, Any]) -> Call:
+    """Keep a docker probe's answer on the node under the key its facts call gave."""
+    if not PROBE_KEY.match(key):
+        raise ValueError(f"not a probe cache key: {key!r}")
+    where = f"~/{PROBE_CACHE}"
+    name = f"{where}/{key}.json"
+    return Call(
+        f"umask 077 && mkdir -p {where} && cat > {name}.tmp && mv {name}.tmp {name}",
+        data=json.dumps(answer),
+        timeout=30,
+        about="the probe's answer, cached on the node by the image's id and the probe's command",
+    )
 
 
 def preflight_call(spec: Spec, node: NodeCommand, directory: str, request: dict[str, Any]) -> Call:
@@ -273,14 +318,19 @@ def discover_call(directory: str, request: dict[str, Any]) -> Call:
 SYNC_DIR = "sync"  # under the run directory: job files, the transfer script, relay sockets
 
 
-def manifest_call(directory: str, path: str) -> Call:
-    """The model directory's manifest (cached hashes reused), indexes, free space, what is not writable."""
-    return script("manifest", directory, json.dumps({"path": path}), timeout=600)
+ARG_LIMIT = 64 << 10  # a request that travels in the command line: bash -c takes it whole, up to 128 KiB
 
 
-def prehash_call(directory: str, path: str, expect: dict[str, list[int]]) -> Call:
-    """On a target while a copy runs: hash each file as soon as it is complete (size, mtime)."""
-    return script("manifest", directory, json.dumps({"path": path, "watch": expect}), timeout=0)
+def manifest_call(directory: str, path: str, adopt: dict[str, list[Any]] | None = None) -> Call:
+    """The model directory's manifest (cached hashes reused), indexes, free space, what is not writable.
+
+    `adopt` ({file: [size, mtime, sha256]}): files a copy has just written and proven (see
+    `transfer_calls`), recorded as hashed when the node finds them at that size and mtime.
+    """
+    request: dict[str, Any] = {"path": path, **({"adopt": adopt} if adopt else {})}
+    if len(json.dumps(request)) > ARG_LIMIT:  # too many to pass: the node hashes them instead
+        request = {"path": path}
+    return script("manifest", directory, json.dumps(request), timeout=600)
 
 
 def handover_call(directory: str, name: str, job: dict[str, Any]) -> tuple[Call, str]:
@@ -304,9 +354,8 @@ def reach_call(directory: str, host: str, default_rsh: str) -> Call:
 
 
 def install_transfer_call(directory: str) -> Call:
-    """On the source: keep the transfer script as a file, so that it runs with its stdin free.
-
-    With a relay, that stdin carries the target's side of the rsync stream.
+    """On the source, for a relayed copy: keep the transfer script as a file, so that it runs
+    with its stdin free: that stdin carries the target's side of the rsync stream.
     """
     where = f"{directory}/{SYNC_DIR}"
     return Call(
@@ -318,15 +367,38 @@ def install_transfer_call(directory: str) -> Call:
 
 
 def transfer_calls(
-    directory: str, name: str, argv: tuple[str, ...], files: tuple[str, ...], default_rsh: str, relay: bool
-) -> tuple[Call, Call]:
-    """On the source: hand over the job (rsync's argv and file list), then run it with progress."""
-    job = {"argv": list(argv), "files": list(files), "default_rsh": default_rsh, "relay": relay}
-    handover, job_path = handover_call(directory, name, job)
-    program = f"{directory}/{SYNC_DIR}/transfer.py"
+    directory: str,
+    name: str,
+    argv: tuple[str, ...],
+    files: dict[str, str],
+    default_rsh: str,
+    relay: bool,
+    root: str,
+) -> tuple[Call | None, Call]:
+    """On the source: hand over the job (rsync's argv and file list), then run it with progress.
+
+    `files` maps each file to the sha256 the source's manifest gave it: the script answers
+    which of them rsync sent and still hold those bytes on the source (`verified`). A job
+    small enough travels as the script's argument (no secrets in it: paths and hashes), and
+    the handover is None; a larger one is written to a file first.
+    """
+    job = {
+        "argv": list(argv),
+        "files": sorted(files),
+        "attest": files,
+        "root": root,
+        "default_rsh": default_rsh,
+        "relay": relay,
+    }
+    inline = json.dumps(job)
+    handover, job_path = (None, inline) if len(inline) <= ARG_LIMIT else handover_call(directory, name, job)
+    if not relay:  # its stdin is free: the script travels on it, as every node script does
+        about = "rsync to the target, progress as JSON lines"
+        return handover, script("transfer", directory, "send", job_path, timeout=0, about=about)
+    program = f"{directory}/{SYNC_DIR}/transfer.py"  # kept there by install_transfer_call
     run = Call(
-        shlex.join([PYTHON, program, "transfer", directory, "send", job_path]),
+        shlex.join([PYTHON, "-S", program, "transfer", directory, "send", job_path]),
         timeout=0,
-        about="rsync to the target, progress as JSON lines" + (" (relayed)" if relay else ""),
+        about="rsync to the target through this machine, progress as JSON lines",
     )
     return handover, run

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.core.endpoint import CONFIG_FILE, ROUTER_PIN, EndpointPlan
 from launcher.core.fleet import Fleet
 from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
-from launcher.core.remote import Call
 from launcher.core.render import pretty_command, shown_word
 from launcher.core.spec.pep440 import parse
 from launcher.core.spec.sections import spec_schema
@@ -16,6 +15,9 @@ from launcher.core.terminal import PLAIN, Screen
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.serve_schema import serve_schema
 from launcher.errors import one_line
+
+if TYPE_CHECKING:  # the dry run's calls: `plan` itself needs none of the node side
+    from launcher.core.remote import Call
 
 # Where a value comes from, as the plan's text says it in brackets.
 LEGEND = "source: spec, launcher, vllm-default, model"

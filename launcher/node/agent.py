@@ -15,7 +15,7 @@ from launcher.core import remote
 from launcher.core.answers import facts as facts_answer
 from launcher.core.answers import sync as sync_answer
 from launcher.core.answers.facts import Facts, ImageFacts
-from launcher.core.answers.probe import Probed
+from launcher.core.answers.probe import Listening, Probed
 from launcher.core.answers.read import BadAnswer, Refused, loads
 from launcher.core.answers.run import Locked, NodeState, RunState, Stopped, started
 from launcher.core.remote import Call
@@ -149,9 +149,31 @@ class Agent:
         """The image as the node's engine holds it, and the engine's free space."""
         return self.ask(remote.image_call(self.dir, image), ImageFacts.parse)
 
-    def facts(self, request: dict[str, Any]) -> Facts:
-        """What `check` compares, gathered on the node."""
-        return self.ask(remote.facts_call(self.dir, request), facts_answer.facts)
+    def facts(self, request: dict[str, Any], on_event: Callable[[Listening], None] | None = None) -> Facts:
+        """What `check` compares, gathered on the node in one call (its model manifests and its
+        probe cache's answer too); the head's listener's word to `on_event` as soon as it comes."""
+        found: list[Facts] = []
+
+        def parse(raw: object) -> Listening | sync_answer.Hashing | Facts:
+            said = facts_answer.listening_event(raw) or sync_answer.manifest_event(raw)
+            return said if said is not None else facts_answer.facts(raw)
+
+        def on_line(event: Listening | sync_answer.Hashing | Facts) -> None:
+            if isinstance(event, Listening):
+                if on_event is not None:
+                    on_event(event)
+            elif not isinstance(event, sync_answer.Hashing):  # a first hash of a model: progress
+                found.append(event)
+
+        result = self.events(remote.facts_call(self.dir, request), parse, on_line)
+        if not found:
+            detail = " / ".join(result.stderr.strip().splitlines()[-3:])
+            raise NodeError(
+                self.node,
+                f"the node script facts failed (exit {result.exited}): {detail or 'no output'}",
+                "the node needs python3 (3.8 or newer) on its PATH",
+            )
+        return found[-1]
 
     def probe(self, call: Call) -> Probed:
         """The node's own vLLM resolving its command (the probe's marked line), or why it could not."""
@@ -163,8 +185,15 @@ class Agent:
         with self.reading("the probe"):
             return Probed.parse(loads(lines[-1][len(PROBE_MARKER) :]))
 
-    def manifest(self, path: str, on_event: Callable[[sync_answer.Hashing], None] | None = None) -> Manifest:
-        """A model directory's manifest; hashing progress goes to `on_event` as it comes."""
+    def manifest(
+        self,
+        path: str,
+        on_event: Callable[[sync_answer.Hashing], None] | None = None,
+        adopt: dict[str, list[Any]] | None = None,
+    ) -> Manifest:
+        """A model directory's manifest; hashing progress goes to `on_event` as it comes.
+
+        `adopt`: files a copy has just proven, recorded as hashed (`remote.manifest_call`)."""
         found: list[Manifest] = []
 
         def parse(raw: object) -> sync_answer.Hashing | Manifest:
@@ -176,7 +205,7 @@ class Agent:
             elif on_event is not None:
                 on_event(event)
 
-        result = self.events(remote.manifest_call(self.dir, path), parse, on_line)
+        result = self.events(remote.manifest_call(self.dir, path, adopt), parse, on_line)
         if not found:
             raise NodeError(
                 self.node,

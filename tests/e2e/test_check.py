@@ -55,6 +55,20 @@ def test_alike_nodes_pass_with_the_probe(testbed_clean: None) -> None:
     assert rows["enable_prefix_caching"] == {"node1": True, "node2": True}
 
 
+def test_a_second_check_is_answered_from_each_nodes_probe_cache(testbed_clean: None) -> None:
+    """The first check leaves each node's answer in its cache; the next one finds it in the
+    facts call (no vLLM started) and derives the same values."""
+    first = check(DEMO)[1]
+    code, again = check(DEMO)
+    assert code == 0, failing(again)
+    answers = {r["item"]: r["values"] for r in again["rows"] if r["area"] == "probe"}
+    assert answers["answers"] == {"node1": "from the node's cache", "node2": "from the node's cache"}
+    derived = {
+        r["item"]: r["values"] for r in first["rows"] if r["area"] == "probe" and r["item"] != "answers"
+    }
+    assert {k: v for k, v in answers.items() if k != "answers"} == derived
+
+
 def site_packages() -> Path:
     return next((BED / "vllm" / "lib").resolve().glob("python3*/site-packages"))
 

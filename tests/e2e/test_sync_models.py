@@ -101,6 +101,9 @@ def test_a_node_without_the_model_gets_it_and_check_then_passes(spec: Path, node
     assert len(plan_of(planned)["missing"]) == SHARDS + 4
     code, result = sync(spec)
     assert code == 0 and plan_of(result)["state"] == "copied"
+    [copied] = result["nodes"]
+    # Every file proven by rsync's own checksum of the source's hashed bytes: none read again.
+    assert copied["proven_files"] == SHARDS + 4 and copied["hashed_bytes"] == 0
     assert same_files(node2)
     assert check(spec) == (0, {})
 

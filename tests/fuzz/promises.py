@@ -224,6 +224,7 @@ def _options_are_ours(argv: list[str], plan: dict[str, Any]) -> Iterator[str]:
             "--gpus",
             "--ulimit",
             "--mount",
+            "--env",  # the compile cache's fixed paths only: every spec value goes in the env file
         }
         if words[:2] != ["docker", "run"] or not docker <= {*allowed, "--env-file"}:
             yield f"unexpected docker options {sorted(docker)}"

@@ -1,9 +1,13 @@
 """The copy itself: every target at once, rsync from the source, then verified by manifest.
 
 Direct: the source runs rsync to the target's fabric address over its own SSH.
-Relayed: through this machine (`sync.relay`). Either way the target hashes each file as soon
-as the copy has finished it (into its manifest cache), so the check after the copy, which
-must find the source's manifest, mostly reads the cache.
+Relayed: through this machine (`sync.relay`). Either way the check after the copy is the
+target's manifest, which must equal the source's. rsync already proves each file it sends
+(a whole-file checksum of the source's bytes, computed on both sides, compared by the
+receiver): the source's transfer script names the sent files whose bytes are still the ones
+its manifest hashed, and the target records their sha256 from that proof instead of
+reading them again, so the copy gets the cores to itself. Whatever is not so proven (a
+file changed on the source meanwhile, one rsync did not send) the target hashes.
 """
 
 from __future__ import annotations
@@ -17,16 +21,7 @@ from typing import Any
 from launcher.commands.sync.options import SyncOptions, SyncReporter
 from launcher.commands.sync.relay import relayed
 from launcher.core import remote
-from launcher.core.answers.read import BadAnswer, Refused, loads
-from launcher.core.answers.sync import (
-    Progress,
-    Sent,
-    TransferEvent,
-    manifest,
-    prehash_event,
-    prepared,
-    transfer_event,
-)
+from launcher.core.answers.sync import Progress, Sent, TransferEvent, prepared, transfer_event
 from launcher.core.sync.manifest import Manifest
 from launcher.core.sync.receiver import receiver_for
 from launcher.core.sync.report import DirPlan, NodeOutcome
@@ -34,8 +29,7 @@ from launcher.core.sync.transfer import DEFAULT_RSH, CopyProgress, plan_transfer
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster
-from launcher.node.executor import NodeError, Stream
-from launcher.node.output import MAX_STDERR, MAX_STDOUT, Drain, TooMuch, lines
+from launcher.node.executor import NodeError
 
 TRIES = 2  # a copy whose result still differs is made once more
 
@@ -53,7 +47,8 @@ def copy_all(
     if not copying:
         return outcomes
     agent = cluster.agents[source]
-    agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
+    if options.relay:
+        agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
     done = _all_at_once(
         copying, lambda n: _TargetCopy(cluster, source, found, copying[n], options, reporter).run()
     )
@@ -104,6 +99,7 @@ class _TargetCopy:
         self.progress = CopyProgress(sum(d.transfer.list_bytes for d in outcome.dirs), started=now, at=now)
         self.base = 0  # bytes of the directories done (progress counts across them)
         self.sent, self.copying, self.verifying = 0, 0.0, 0.0
+        self.proven, self.hashed = 0, 0  # files rsync proved; bytes the target hashed to verify
 
     def run(self) -> NodeOutcome:
         """Every directory, one after the other; the target's outcome."""
@@ -116,6 +112,8 @@ class _TargetCopy:
             sent_bytes=self.sent,
             copy_seconds=self.copying,
             verify_seconds=self.verifying,
+            proven_files=self.proven,
+            hashed_bytes=self.hashed,
         )
 
     def _directory(self, plan: DirPlan, name: str) -> None:
@@ -126,20 +124,16 @@ class _TargetCopy:
                 return
             if current.prepare or attempt:
                 self._prepare(current, name)
-            began = copied = time.monotonic()
-            answer = None
-            if current.transfer.send:
-                watcher = Prehash.start(self.cluster, self.node, want, current)
-                try:
-                    self._send(current, name)
-                finally:
-                    copied = time.monotonic()
-                    answer = watcher.finish()
+            began = time.monotonic()
+            proven = self._send(current, name, want) if current.transfer.send else {}
+            copied = time.monotonic()
             self.sent += current.transfer.send_bytes
             self.reporter.info(
                 f"{self.node}: verifying {plan.label} {plan.path}" + (" again" if attempt else "")
             )
-            have = answer or self.cluster.agents[self.node].manifest(plan.path)  # the watch's, or anew
+            have = self.cluster.agents[self.node].manifest(plan.path, adopt=proven)
+            self.proven += have.adopted
+            self.hashed += have.hashed_bytes
             self.copying += copied - began
             self.verifying += time.monotonic() - copied
             current = replace(current, transfer=plan_transfer(want, have))
@@ -159,17 +153,20 @@ class _TargetCopy:
                 self.node, f"cannot make {plan.path} ready: {why}", "check the owner and mode there"
             )
 
-    def _send(self, plan: DirPlan, name: str) -> None:
-        """rsync the directory's files from the source to the target, reporting progress."""
+    def _send(self, plan: DirPlan, name: str, want: Manifest) -> dict[str, list[Any]]:
+        """rsync the directory's files from the source to the target, reporting progress; the
+        files rsync proved, as the target's manifest adopts them ({file: [size, mtime, sha256]})."""
         node = next(n for n in self.cluster.spec.nodes if n.name == self.node)
         bwlimit = int(self.options.bwlimit * 1e6 / 1024) if self.options.bwlimit else None
         destination = remote_target(node.address, node.ssh, plan.path)
         argv = rsync_argv(plan.path, destination, bwlimit, self.found[plan.label].snapshot)
         agent = self.cluster.agents[self.source]
+        files = {rel: want.files[rel].sha256 for rel in plan.transfer.send}
         handover, run = remote.transfer_calls(
-            agent.dir, name, argv, plan.transfer.send, DEFAULT_RSH, self.options.relay
+            agent.dir, name, argv, files, DEFAULT_RSH, self.options.relay, plan.path
         )
-        agent.run(handover).checked(self.source, "handing over the transfer job")
+        if handover is not None:
+            agent.run(handover).checked(self.source, "handing over the transfer job")
         if self.options.relay:
             receiver = receiver_for(argv, plan.path)  # what runs on the target: ours, not the source's
             sent = relayed(self.cluster, self.source, self.node, run.command, receiver, self._advanced)
@@ -181,6 +178,8 @@ class _TargetCopy:
                 f"rsync from {self.source} failed (exit {sent.exit}): {sent.error or 'no output'}",
                 "run sync models again: it continues where it stopped",
             )
+        verified = [rel for rel in sent.verified if rel in files and rel in want.mtimes]
+        return {rel: [want.files[rel].size, want.mtimes[rel], files[rel]] for rel in verified}
 
     def _advanced(self, event: Progress) -> None:
         self.progress = self.progress.advance(self.base + event.bytes, time.monotonic())
@@ -201,62 +200,3 @@ def _direct(agent: Agent, run: remote.Call, on_event: Callable[[Progress], None]
 
     agent.events(run, transfer_event, on_line)
     return ended[-1] if ended else Sent(False, None, "the transfer script ended without saying how")
-
-
-class Prehash:
-    """The target hashing the copied files as they complete (the manifest script's `watch`)."""
-
-    LIMIT = 1 << 17  # its request travels as one argument: beyond this, the check hashes all
-
-    def __init__(self, stream: Stream | None, agent: Agent | None = None, path: str = "") -> None:
-        self.stream, self.agent, self.path = stream, agent, path
-        self.answer: Manifest | None = None  # the directory's manifest, when all were hashed
-        self.idle = threading.Event()
-        self.ended = threading.Event()
-        if stream is None:
-            self.ended.set()
-        else:
-            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    @classmethod
-    def start(cls, cluster: Cluster, node: str, want: Manifest, plan: DirPlan) -> Prehash:
-        """Start watching the files `plan` sends (known sizes and mtimes), or nothing."""
-        expect = {
-            rel: [want.files[rel].size, want.mtimes[rel]] for rel in plan.transfer.send if rel in want.mtimes
-        }
-        agent = cluster.agents[node]
-        call = remote.prehash_call(agent.dir, plan.path, expect)
-        if not expect or len(call.command) > cls.LIMIT:
-            return cls(None)
-        return cls(agent.open(call), agent, plan.path)
-
-    def _read(self, stream: Stream) -> None:
-        # Only an optimization: a line that does not parse ends it, and the check after the
-        # copy hashes what it did not (that check's manifest is read strictly).
-        drained = Drain(stream.recv_stderr, MAX_STDERR, "stderr", stream.close, patient=False)
-        try:
-            for line in lines(stream.recv, MAX_STDOUT, stream.close):
-                if line.startswith(b"{"):
-                    self._event(loads(line))
-        except (OSError, EOFError, BadAnswer, Refused, TooMuch):
-            stream.close()
-        finally:
-            drained.ended.wait(1)
-            self.ended.set()
-
-    def _event(self, raw: object) -> None:
-        event = prehash_event(raw)
-        if event is None:
-            self.answer = manifest(raw, self.path)
-        (self.idle.set if event is not None and event.idle else self.idle.clear)()
-
-    def finish(self, limit: float = 3600) -> Manifest | None:
-        """After the copy: let it hash what the copy finished (until it is done or idle), then stop
-        it. The manifest of the whole directory it ends with, if it got that far."""
-        self.idle.clear()
-        deadline = time.monotonic() + limit
-        while not self.ended.wait(0.05) and not self.idle.is_set() and time.monotonic() < deadline:
-            pass
-        if self.stream is not None:
-            self.stream.close()
-        return self.answer

@@ -1,8 +1,9 @@
 """`spark-launch sync images`: give every node the head's build of the spec's image.
 
-The head's `docker save` streams through the launcher's SSH connections into `docker load`
-on each node that lacks the image or holds another build under that name, all at once (one
-save feeds them all). A node whose image id or a repo digest already matches the head's is
+The head's `docker save` streams into `docker load` on each node that lacks the image or
+holds another build under that name, all at once (one save feeds them all): node to node
+over OpenSSH by default, through the launcher's SSH connections with `relay`
+(`sync.image_copy`). A node whose image id or a repo digest already matches the head's is
 skipped; a node short of disk space is refused before anything is copied.
 """
 
@@ -13,12 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from launcher.commands.reporter import Reporter
-from launcher.core import remote
+from launcher.commands.sync.image_copy import direct_copy, relayed_copy
 from launcher.core.answers.facts import ImageFacts
 from launcher.errors import InputError, SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.node.executor import NodeError, Result, fan_out
-from launcher.node.relay import copy_to_all
+from launcher.node.executor import fan_out
 
 # `docker load` unpacks the archive in the engine's data root before it extracts the layers.
 SPACE_FACTOR = 2
@@ -59,8 +59,10 @@ class SyncResult:
         }
 
 
-def sync_images(cluster: Cluster, reporter: Reporter) -> SyncResult:
-    """Copy the head's image to every node that lacks it or holds another build; verify."""
+def sync_images(cluster: Cluster, reporter: Reporter, relay: bool = False) -> SyncResult:
+    """Copy the head's image to every node that lacks it or holds another build; verify.
+
+    Node to node over OpenSSH, or with `relay` through this machine."""
     spec = cluster.spec
     image = str(spec.vllm.image)
     if spec.vllm.runtime != "docker":  # the spec asks for something this command cannot do: exit 2
@@ -91,7 +93,7 @@ def sync_images(cluster: Cluster, reporter: Reporter) -> SyncResult:
         for d in decided:
             if d.action != "copy":
                 reporter.info(f"{d.name}: {d.action}: {d.detail}")
-        copied = _copy(cluster, image, source, targets, reporter) if targets else {}
+        copied = _copy(cluster, image, source, targets, reporter, relay) if targets else {}
     head_row = NodeSync(head, "head", f"holds {source.image_id[:19]}")
     rows = [head_row, *(copied.get(d.name, d) for d in decided)]
     return SyncResult(image, source.image_id, tuple(rows))
@@ -123,48 +125,31 @@ def _decide(name: str, answer: ImageFacts | SparkLaunchError, source: ImageFacts
 
 
 def _copy(
-    cluster: Cluster, image: str, source: ImageFacts, targets: list[str], reporter: Reporter
+    cluster: Cluster, image: str, source: ImageFacts, targets: list[str], reporter: Reporter, relay: bool
 ) -> dict[str, NodeSync]:
     """Stream the head's image into every target at once; then check what each holds."""
     size = source.size
     began = time.monotonic()
-    reporter.info(f"copying {image} ({_gb(size)}) from {cluster.head.name} to {', '.join(targets)}")
+    how = "through this machine" if relay else "node to node"
+    reporter.info(f"copying {image} ({_gb(size)}) from {cluster.head.name} to {', '.join(targets)} ({how})")
     progress = _Progress(reporter, size, began)
-    relayed = copy_to_all(
-        cluster.executor,
-        cluster.head.name,
-        remote.save_command(image),
-        dict.fromkeys(targets, remote.load_command()),
-        progress,
-    )
+    sent, why = (relayed_copy if relay else direct_copy)(cluster, image, targets, progress)
     seconds = time.monotonic() - began
     after = fan_out(targets, lambda name: cluster.agents[name].image(image))
     out = {}
     for name in targets:
-        sent, got = relayed.sent.get(name, 0), after[name]
-        loaded = relayed.targets.get(name)
+        got = after[name]
+        given = sent.get(name, 0)
         if isinstance(got, ImageFacts) and got.image_id == source.image_id:
-            rate = sent / seconds / 1e6 if seconds else 0.0
-            detail = f"copied {_gb(sent)} in {seconds:.0f} s ({rate:.0f} MB/s); image id now matches"
-            out[name] = NodeSync(name, "copied", detail, sent, seconds)
+            rate = given / seconds / 1e6 if seconds else 0.0
+            detail = f"copied {_gb(given)} in {seconds:.0f} s ({rate:.0f} MB/s); image id now matches"
+            out[name] = NodeSync(name, "copied", detail, given, seconds)
         else:
-            out[name] = NodeSync(name, "failed", _why(loaded, relayed.source, got), sent, seconds)
+            held = got.message if isinstance(got, SparkLaunchError) else got.image_id or "nothing"
+            detail = why.get(name) or f"after loading, the node holds {held} under that name"
+            out[name] = NodeSync(name, "failed", detail, given, seconds)
         reporter.info(f"{name}: {out[name].action}: {out[name].detail}")
     return out
-
-
-def _why(loaded: Result | NodeError | None, saved: Result, got: ImageFacts | SparkLaunchError) -> str:
-    """The first reason a copy did not take: the target unreachable, the save, the load, or what
-    the node holds after."""
-    if isinstance(loaded, NodeError):
-        return loaded.message
-    if not saved.ok:
-        return f"docker save on the head failed (exit {saved.exited}): {saved.stderr.strip()[-300:]}"
-    if loaded is not None and not loaded.ok:
-        return f"docker load failed (exit {loaded.exited}): {(loaded.stderr or loaded.stdout).strip()[-300:]}"
-    if isinstance(got, SparkLaunchError):
-        return got.message
-    return f"after loading, the node holds {got.image_id or 'nothing'} under that name"
 
 
 class _Progress:

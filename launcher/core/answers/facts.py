@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
+from launcher.core.answers import sync as sync_answer
 from launcher.core.answers.hosts import HostDetails, host_details
+from launcher.core.answers.probe import Listening, Probed
 from launcher.core.answers.read import MAX_BYTES, At, BadAnswer, Refused, strings
 from launcher.core.answers.run import failed
 from launcher.core.sync.manifest import Manifest
@@ -98,8 +100,16 @@ class ModelSize(TypedDict):
     weight_bytes: int
 
 
+class ProbeFound(TypedDict):
+    """What the facts call found in the node's probe cache: the key the answer is kept under
+    (None: its inputs are missing, no vLLM or no image), and that answer if it is there."""
+
+    key: str | None
+    cached: Probed | None
+
+
 class Facts(TypedDict, total=False):
-    """Everything `check` compares on one node (its manifests added by the launcher)."""
+    """Everything `check` compares on one node, its model manifests and probe cache included."""
 
     ours_running: bool
     vllm: VllmFacts
@@ -111,6 +121,7 @@ class Facts(TypedDict, total=False):
     memory: MemoryFacts
     models: dict[str, Manifest]
     model: ModelSize
+    probe: ProbeFound | None
 
 
 def facts(raw: object) -> Facts:
@@ -132,6 +143,35 @@ def facts(raw: object) -> Facts:
             ptrace_ok=at.field("tools").field("ptrace_ok").flag(),
         ),
         memory=_memory(at.field("memory")),
+        models={path: sync_answer.manifest(m.value, path) for path, m in _models(at).items()},
+        probe=at.maybe("probe", _probe_found),
+    )
+
+
+def listening_event(raw: object) -> Listening | None:
+    """The head's word inside its facts call: listening on the master port, or why not (None:
+    the line is another: the facts' answer, or a manifest's hashing progress)."""
+    at = At(raw)
+    if at.maybe("event", lambda a: a.one_of("listening", "hashing")) != "listening":
+        return None
+    if at.field("listening").flag():
+        return Listening(at.field("port").integer(1, MAX_PORT))
+    return Listening(None, at.maybe("error", At.text) or "the head cannot listen")
+
+
+def _models(at: At) -> dict[str, At]:
+    found = at.get("models")
+    return found.entries(At.absolute, 1000) if found is not None else {}
+
+
+def _probe_found(at: At) -> ProbeFound:
+    key = at.maybe("key", lambda a: a.name(128))
+    cached = at.get("cached")
+    if cached is None:
+        return ProbeFound(key=key, cached=None)
+    found = Probed.parse(cached.value)
+    return ProbeFound(
+        key=key, cached=None if found.error else Probed(found.resolved, True, found.vllm_version)
     )
 
 

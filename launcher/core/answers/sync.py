@@ -37,6 +37,7 @@ def manifest(raw: object, path: str) -> Manifest:
         indexes=_indexes(at),
         unreadable=at.maybe("unreadable", lambda a: strings(a, At.relative, MAX_FILES)) or (),
         hashed_bytes=at.maybe("hashed_bytes", At.integer) or 0,
+        adopted=at.maybe("adopted", lambda a: a.integer(0, MAX_FILES)) or 0,
         room=at.maybe("room", _room),
         mtimes={rel: t.integer(*MTIME) for rel, t in _mapping(at, "mtimes").items()},
         links={rel: t.name(MAX_PATH) for rel, t in _mapping(at, "links").items()},
@@ -92,24 +93,6 @@ def manifest_event(raw: object) -> Hashing | None:
 
 
 @dataclass(frozen=True)
-class Prehashed:
-    """A line of the target's hashing while a copy runs: idle (nothing ready) or some hashed."""
-
-    idle: bool
-
-
-def prehash_event(raw: object) -> Prehashed | None:
-    """A progress line of the manifest script's watch (None: the line is its final manifest)."""
-    at = At(raw)
-    kind = at.maybe("event", lambda a: a.one_of("idle", "prehashed"))
-    if kind is None:
-        return None
-    at.field("bytes").integer()
-    at.field("pending").integer(0, MAX_FILES)
-    return Prehashed(kind == "idle")
-
-
-@dataclass(frozen=True)
 class Reach:
     """Whether the source's remote shell reaches a target: what failed, and what it said."""
 
@@ -159,6 +142,7 @@ class Sent:
     exit: int | None
     error: str
     seconds: float = 0.0
+    verified: tuple[str, ...] = ()  # the files rsync proved sent whole, from bytes the manifest hashed
 
 
 TransferEvent = Progress | RelayAsk | Sent
@@ -177,4 +161,5 @@ def transfer_event(raw: object) -> TransferEvent:
         exit=at.maybe("exit", lambda a: a.integer(*EXIT)),
         error=at.maybe("error", At.text) or "",
         seconds=at.maybe("seconds", At.number) or 0.0,
+        verified=at.maybe("verified", lambda a: strings(a, At.relative, MAX_FILES)) or (),
     )

@@ -36,6 +36,12 @@ class ContainerSection:
     )
     memlock: int = doc("locked-memory limit in bytes (RDMA pins memory); -1 is unlimited", default=-1)
     stack: int = doc("stack size limit in bytes, as NVIDIA recommends for its containers", default=67108864)
+    compile_cache: str = doc(
+        "a Docker volume of the node's that keeps what vLLM and torch compile (torch inductor, "
+        "Triton, vLLM's torch.compile cache) from one start of the container to the next, as a "
+        'venv\'s home does; "none": every start compiles anew',
+        default="spark-launch-compile-cache",
+    )
 
 
 DEFAULTS = ContainerSection()
@@ -47,7 +53,17 @@ WHY_DEFAULT = {
     "gpus": "every GPU of the node, through the NVIDIA container runtime hook",
     "memlock": "RDMA (NCCL over RoCE) pins memory: unlimited, as NVIDIA recommends",
     "stack": "the stack limit NVIDIA recommends for its containers",
+    "compile_cache": "a container's own /tmp and home are new at every start: without a volume, "
+    "every start compiles its kernels again",
 }
+CACHE_TARGET = "/spark-launch-cache"  # where the volume appears in the container
+# Where vLLM, torch inductor and Triton keep their compiled files, pointed into the volume.
+CACHE_ENV = {
+    "VLLM_CACHE_ROOT": f"{CACHE_TARGET}/vllm",
+    "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_TARGET}/torchinductor",
+    "TRITON_CACHE_DIR": f"{CACHE_TARGET}/triton",
+}
+VOLUME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 
 def check_container(section: ContainerSection, runtime: str, model_path: str) -> list[Problem]:
@@ -78,6 +94,14 @@ def check_container(section: ContainerSection, runtime: str, model_path: str) ->
             problems.append(
                 Problem((*WHERE, key), f"{value} is not a limit", "use -1 (unlimited) or a number of bytes")
             )
+    if section.compile_cache != "none" and not VOLUME.match(section.compile_cache):
+        problems.append(
+            Problem(
+                (*WHERE, "compile_cache"),
+                f"{section.compile_cache!r} is not a Docker volume name",
+                'letters, digits, "_", "." and "-" (e.g. spark-launch-compile-cache), or "none"',
+            )
+        )
     if any(c in model_path for c in ',"\n'):
         problems.append(
             Problem(
@@ -99,6 +123,9 @@ def container_options(section: ContainerSection, model_path: str) -> tuple[str, 
     options += [f"--ulimit=memlock={section.memlock}", f"--ulimit=stack={section.stack}"]
     # --mount, not --volume: a missing model is an error, not an empty directory made on the node.
     options.append(f"--mount=type=bind,source={model_path},target={model_path},readonly")
+    if section.compile_cache != "none":
+        options.append(f"--mount=type=volume,source={section.compile_cache},target={CACHE_TARGET}")
+        options += [f"--env={k}={v}" for k, v in CACHE_ENV.items()]
     return tuple(options)
 
 
@@ -147,6 +174,8 @@ def changed_from_defaults(section: ContainerSection) -> list[str]:
 
 
 def _flag(name: str, value: object) -> str | None:
+    if name == "compile_cache":
+        return None if value == "none" else f"--mount=type=volume,source={value},target={CACHE_TARGET}"
     if name == "gpus":
         return "--gpus=all" if value == "all" else None
     if name in ("memlock", "stack"):

@@ -9,7 +9,6 @@ this too, but costs more start-up time than the whole `plan` command is allowed.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
 import types
@@ -42,6 +41,8 @@ def doc(text: str, **kwargs: Any) -> Any:
 
 def suggest(word: str, choices: typing.Iterable[str]) -> str | None:
     """A 'did you mean' hint for a misspelt key, or None."""
+    import difflib  # only a spec with a mistake needs it: not paid by every start
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"did you mean {close[0]!r}?" if close else None
 

@@ -65,6 +65,7 @@ class Manifest:
     indexes: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
     unreadable: tuple[str, ...] = ()
     hashed_bytes: int = 0  # bytes hashed for this answer; the rest came from the cache
+    adopted: int = 0  # files recorded from a copy's proof (rsync's), not hashed again
     room: Room | None = None
     mtimes: Mapping[str, int] = field(default_factory=dict)  # whole seconds; not part of identity
     links: Mapping[str, str] = field(default_factory=dict)  # kept as links: path -> target

@@ -47,7 +47,9 @@ class Receiver:
 
 def receiver_for(argv: tuple[str, ...], path: str) -> Receiver:
     """The receiver of a copy by the source's rsync `argv` (`transfer.rsync_argv`) into `path`."""
-    passed = [w for w in argv if w.startswith(("--timeout=", "--bwlimit="))]
+    # An --out-format makes the sender ask its receiver to log too, with a placeholder format.
+    passed = ["--log-format=X"] if any(w.startswith("--out-format=") for w in argv) else []
+    passed += [w for w in argv if w.startswith(("--timeout=", "--bwlimit="))]
     passed += [w for w in argv if w in LINKS]
     append = ["--append", "--append"] if "--append-verify" in argv else []  # how rsync says verify
     return Receiver(path.rstrip("/") + "/", (*passed, *append))

@@ -38,6 +38,8 @@ class NodeOutcome:
     sent_bytes: int = 0
     copy_seconds: float = 0.0  # rsync's time, all directories together
     verify_seconds: float = 0.0  # the target's manifest after the copy
+    proven_files: int = 0  # files whose sha256 the target took from rsync's proof of the copy
+    hashed_bytes: int = 0  # what the target read again to verify (what rsync did not prove)
     unreachable: bool = False
 
     @property
@@ -101,7 +103,8 @@ def sync_text(result: SyncResult) -> str:
             rate = n.sent_bytes / n.copy_seconds if n.copy_seconds else 0
             head += (
                 f": {human(n.sent_bytes)} in {n.copy_seconds:.1f} s ({human(rate)}/s), "
-                f"verified in {n.verify_seconds:.1f} s"
+                f"verified in {n.verify_seconds:.1f} s ({n.proven_files} files by rsync's checksum of "
+                f"the source's hashed bytes, {human(n.hashed_bytes)} hashed there)"
             )
         lines.append(head + (f": {n.detail}" if n.detail else ""))
         for d in n.dirs:

@@ -17,6 +17,7 @@ from launcher.core.sync.manifest import Entry, FileEntry, Manifest, Room, human
 # The remote shell on the source when its environment sets no RSYNC_RSH: never prompt.
 DEFAULT_RSH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
 IO_TIMEOUT = 300  # seconds without any data before rsync gives up
+SENT_MARK = "SPARK_LAUNCH_SENT "  # rsync names each file it sent after this (the transfer script reads it)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,7 @@ def rsync_argv(
         "--files-from=-",
         "--no-inc-recursive",  # the whole list up front: progress counts against the total
         "--info=progress2",
+        f"--out-format={SENT_MARK}%n",  # each file sent (and checked by rsync's whole-file checksum)
         f"--timeout={IO_TIMEOUT}",  # a peer that stops answering ends the copy, not hangs it
         *([f"--bwlimit={bwlimit_kib}"] if bwlimit_kib else []),
         f"{source_path.rstrip('/')}/",

@@ -6,8 +6,11 @@ model registry); `catalog_from_dict` turns one such document into a Catalog.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,8 @@ class Catalog:
     """Every `vllm serve` option of one vLLM release, keyed by its snake_case name, and its models."""
 
     version: str
-    options: dict[str, Option]
-    models: dict[str, ModelTraits] = field(default_factory=dict)
+    options: Mapping[str, Option]
+    models: Mapping[str, ModelTraits] = field(default_factory=dict)
     mla_model_types: frozenset[str] = frozenset()
     speculative_methods: tuple[str, ...] = ()
     source: str | None = None  # where it came from when not committed (learned from a node's vLLM)
@@ -111,14 +114,37 @@ class Catalog:
         return option is not None and option.deprecated is None
 
 
+class Entries(Mapping[str, T]):
+    """A catalog's table, each entry built from its JSON on first use: a plan reads a few
+    dozen options and one architecture of hundreds, and a cold start pays for no more."""
+
+    def __init__(self, raw: dict[str, Any], build: Callable[[str, Any], T]) -> None:
+        self._raw, self._build = raw, build
+        self._built: dict[str, T] = {}
+
+    def __getitem__(self, key: str) -> T:
+        if key not in self._built:
+            self._built[key] = self._build(key, self._raw[key])  # KeyError: no such entry
+        return self._built[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+
 def catalog_from_dict(data: dict[str, Any], source: str | None = None) -> Catalog:
     """A Catalog from the JSON document `scripts/gen_catalog.py` writes (`source`: whence, when
     it is not a committed one)."""
     models = data.get("models", {})
     return Catalog(
         data["vllm_version"],
-        {k: _option(k, v) for k, v in data["options"].items()},
-        {arch: ModelTraits(**traits) for arch, traits in models.get("architectures", {}).items()},
+        Entries(data["options"], _option),
+        Entries(models.get("architectures", {}), lambda _, traits: ModelTraits(**traits)),
         frozenset(models.get("mla_model_types", ())),
         tuple(models.get("speculative", {}).get("methods", ())),
         source,

@@ -37,6 +37,7 @@ NAMES = (
     "transfer",
     "prepare",
     "image",
+    "imagecopy",
     "drop",
     "gather",
     "stacks",

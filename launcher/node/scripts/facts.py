@@ -13,13 +13,22 @@ from launcher.node.scripts.common import (  # inlined when sent
     emit,
     image_info,
     our_processes,
+    read_json,
     read_text,
     run_directory,
 )
 from launcher.node.scripts.hostinfo import host_details  # inlined when sent
-from launcher.node.scripts.inputs import engine_env  # inlined when sent
+from launcher.node.scripts.inputs import (  # inlined when sent
+    engine_env,
+    image_probe_key,
+    installed_packages,
+    python_identity,
+    venv_probe_key,
+)
 from launcher.node.scripts.installed import dist_version, fingerprint, vllm_distribution  # inlined when sent
+from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
 from launcher.node.scripts.memory import memory_facts  # inlined when sent
+from launcher.node.scripts.net import listener  # inlined when sent
 from launcher.node.scripts.stacks import tool_facts  # inlined when sent
 
 
@@ -135,21 +144,72 @@ def host_facts() -> dict[str, Any]:
     return facts
 
 
+PROBE_CACHE = os.path.expanduser("~/.spark-launch/cache/probe")  # core.remote.PROBE_CACHE
+
+
+def probe_lookup(ask: dict[str, Any], vllm: dict[str, Any]) -> dict[str, Any]:
+    """The key the probe's answer for this node is cached under, and that answer if it is there,
+    computed as the probe computes it (`inputs.*_probe_key`): an unchanged node's probe is
+    answered here, with no vLLM (or container) started. No key when the key's inputs are missing
+    (no vLLM, no image): the probe, run anyway, says why."""
+    probe = ask["probe"]
+    try:
+        if ask.get("venv"):
+            if not vllm.get("vllm_build"):
+                return {"key": None, "cached": None}
+            python = python_identity(os.path.join(ask["venv"], "bin", "python"))
+            packages = installed_packages(site_packages(ask["venv"]) or ask["venv"])
+            env = {**os.environ, **probe["env"]}
+            key = venv_probe_key(probe["tag"], python, vllm["vllm_build"], packages, probe["argv"], env)
+        else:
+            if not vllm.get("image_id"):
+                return {"key": None, "cached": None}
+            key = image_probe_key(
+                probe["tag"], vllm["image_id"], probe["command"], probe["env"], probe.get("model")
+            )
+    except OSError:
+        return {"key": None, "cached": None}
+    cached = read_json(os.path.join(PROBE_CACHE, key + ".json"))
+    return {"key": key, "cached": cached if isinstance(cached, dict) else None}
+
+
 def facts(directory: str, request: str) -> None:
-    """Everything `check` compares across nodes, gathered on this node."""
+    """Everything `check` compares across nodes, gathered on this node: one call answers it all.
+
+    With "models": [paths], each model directory's manifest too. With "probe", the probe's
+    answer if this node's cache holds it for exactly what the probe would now be asked
+    (`probe_lookup`). With "listen" (the head:
+    {"port", "expect", "seconds"}), once its ports are known free it listens on the master
+    port and says so at once ({"listening": ...}), so that the launcher has the workers
+    connect while the facts are gathered; it stays until they came (or the deadline). Not
+    while this cluster runs here: its own vLLM holds that port.
+    """
     ask = json.loads(request)
+    running = bool(our_processes(directory)) or bool(
+        ask.get("container") and container_state(ask["container"])["running"]
+    )
+    network = network_facts(ask["interface"], ask["address"], ask.get("ports", []))  # before we listen
+    said, waiting = None, None
+    if ask.get("listen") and not running:
+        port, expect, seconds = (ask["listen"][k] for k in ("port", "expect", "seconds"))
+        said, waiting = listener(ask["address"], int(port), int(expect), float(seconds))
+        emit(event="listening", listening=said["listening"], port=said.get("port"), error=said.get("error"))
+    vllm = vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"])
     emit(
         ok=True,
-        ours_running=bool(our_processes(directory))
-        or bool(ask.get("container") and container_state(ask["container"])["running"]),
-        vllm=vllm_facts(ask["venv"]) if ask.get("venv") else image_facts(ask["image"]),
+        ours_running=running,
+        vllm=vllm,
+        probe=probe_lookup(ask, vllm) if ask.get("probe") else None,
         env=env_facts(),
-        network=network_facts(ask["interface"], ask["address"], ask.get("ports", [])),
+        network=network,
         host=host_facts(),
         host_details=host_details(ask, site_packages(ask["venv"]) if ask.get("venv") else None),
         tools=tool_facts(ask.get("venv")),
         memory=memory_facts(ask.get("model")),
+        models={path: manifest_answer(path) for path in ask.get("models", [])},
     )
+    if waiting is not None:
+        waiting.join()  # the workers are connecting: a process that ended would refuse them
 
 
 def main(argv: list[str]) -> None:

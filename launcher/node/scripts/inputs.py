@@ -1,15 +1,18 @@
 """What a node's vLLM takes in besides its command line: engine variables, the model's small files.
 
 Shared by the facts `check` compares and by the probe's cache key, so both look at the same
-inputs.
+inputs; and the probe's cache keys themselves, computed alike by the probe (which saves an
+answer) and by the facts script (which finds it without starting the probe at all).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Mapping
+from typing import Any
 
 # Variables vLLM (or torch, NCCL, Gloo, the HF hub) reads as configuration.
 ENV_PREFIXES = ("VLLM_", "NCCL_", "GLOO_", "HF_", "CUDA_", "TORCH_", "OMP_", "PYTORCH_")
@@ -66,3 +69,55 @@ def config_hashes(model: str) -> dict[str, str]:
         for name in CONFIG_FILES
         if os.path.isfile(os.path.join(model, name))
     }
+
+
+def python_identity(executable: str) -> list[Any]:
+    """An interpreter as seen from outside it: where it really is, and its binary's stat (a
+    reinstall, an upgrade or another interpreter behind the same venv changes one of them)."""
+    real = os.path.realpath(executable)
+    st = os.stat(real)
+    return [real, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def installed_packages(site: str) -> list[list[Any]]:
+    """Every distribution installed in `site` (its metadata directory's name, which holds the
+    version, and that directory's inode and mtime: a reinstall makes a new one), and each .pth
+    file: vLLM's answer depends on transformers, torch and the rest, not on its own files only."""
+    out = []
+    for entry in sorted(os.scandir(site), key=lambda e: e.name):
+        if entry.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")):
+            st = entry.stat()
+            out.append([entry.name, st.st_ino, st.st_mtime_ns])
+    return out
+
+
+def venv_probe_key(
+    tag: str,
+    python: list[Any],
+    build: str,
+    packages: list[list[Any]],
+    argv: list[str],
+    env: Mapping[str, str],
+) -> str:
+    """Everything that decides a venv `resolve` answer, hashed: this probe (its tag), the python,
+    the vLLM build (its files), the other packages installed beside it, the argv, the engine
+    variables, the model's config and tokenizer."""
+    inputs = {
+        "probe": tag,
+        "python": python,
+        "vllm": build,
+        "packages": packages,
+        "argv": argv,
+        "env": engine_env(env),
+        "model": config_hashes(argv[0]) if argv else {},
+    }
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+
+def image_probe_key(tag: str, image_id: str, command: str, env: Mapping[str, str], model: str | None) -> str:
+    """Everything that decides a docker `resolve` answer, hashed: this probe, the image by id, the
+    probe's exact command line (argv, container options), the environment it is given (the
+    container sees no other), the model's config files."""
+    model_files = config_hashes(model) if model else {}
+    inputs = {"probe": tag, "image": image_id, "command": command, "env": dict(env), "model": model_files}
+    return "image-" + hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()

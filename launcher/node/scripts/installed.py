@@ -78,13 +78,28 @@ def file_digest(path: str) -> str:
     return base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
 
 
-def package_files(site: str, package: str) -> list[str]:
-    """Every file under site/package (bytecode caches aside), relative to site."""
-    out = []
-    for root, dirs, files in os.walk(os.path.join(site, package)):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        out += [os.path.relpath(os.path.join(root, f), site) for f in sorted(files)]
-    return out
+def package_files(site: str, package: str) -> dict[str, os.stat_result]:
+    """Every file under site/package (bytecode caches aside), relative to site, with its stat (a
+    link's target's; a dangling link is left out). Linked directories are not entered, as
+    os.walk does not; one pass of scandir, for the thousands of files of a vLLM install."""
+    prefix = os.path.join(os.path.abspath(site), "")
+    found: dict[str, os.stat_result] = {}
+    folders = [prefix + package]
+    while folders:
+        try:
+            entries = list(os.scandir(folders.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir():
+                if entry.name != "__pycache__" and not entry.is_symlink():
+                    folders.append(entry.path)
+                continue
+            try:
+                found[entry.path[len(prefix) :]] = entry.stat()
+            except OSError:
+                continue
+    return found
 
 
 def save(path: str, data: Any) -> None:
@@ -100,19 +115,38 @@ def save(path: str, data: Any) -> None:
         pass
 
 
+RECORD_ENTRY = "\0RECORD"  # in the cache beside the files' entries: no file's path holds a NUL
+
+
+def recorded(dist: str | None, package: str, cached: Any) -> tuple[dict[str, str], Any]:
+    """RECORD's digests of `package`'s files (`record`), and the cache entry keeping them: read
+    again only when RECORD itself changed (its stat), parsed from the cache otherwise."""
+    if dist is None:
+        return {}, None
+    try:
+        st = os.stat(os.path.join(dist, "RECORD"))
+    except OSError:
+        return {}, None
+    key = [dist, package, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+    if isinstance(cached, dict) and cached.get("key") == key and isinstance(cached.get("files"), dict):
+        return cached["files"], cached
+    files = record(dist, package)
+    return files, {"key": key, "files": files}
+
+
 def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
     """{"build": a hash of every file's content, "files", "hashed" (this time), "differ", "unknown"}."""
-    dist = dist_info(site, name)
-    recorded = record(dist, package) if dist else {}
     cache_file = os.path.join(CACHE_DIR, "files-" + hashlib.sha256(site.encode()).hexdigest()[:16] + ".json")
     try:
         with open(cache_file) as f:
             cache = json.load(f)
     except (OSError, ValueError):
         cache = {}
+    cache = cache if isinstance(cache, dict) else {}
+    known_record = cache.pop(RECORD_ENTRY, None)
+    recorded_files, record_entry = recorded(dist_info(site, name), package, known_record)
     fresh, hashed = {}, 0
-    for path in package_files(site, package):
-        st = os.stat(os.path.join(site, path))
+    for path, st in package_files(site, package).items():
         key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
         known = cache.get(path)
         if known and known[:5] == key:
@@ -120,14 +154,14 @@ def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
         else:
             fresh[path] = [*key, file_digest(os.path.join(site, path))]
             hashed += 1
-    if hashed or len(fresh) != len(cache):
-        save(cache_file, fresh)
+    if hashed or len(fresh) != len(cache) or record_entry is not known_record:
+        save(cache_file, {**fresh, RECORD_ENTRY: record_entry})
     digests = {path: entry[5] for path, entry in fresh.items()}
     build = hashlib.sha256(json.dumps(sorted(digests.items())).encode()).hexdigest()[:16]
     odd = {
-        "differ": sorted(p for p, d in digests.items() if p in recorded and recorded[p] != d),
-        "unknown": sorted(p for p in digests if recorded and p not in recorded),
-        "missing": sorted(p for p in recorded if p not in digests),
+        "differ": sorted(p for p, d in digests.items() if p in recorded_files and recorded_files[p] != d),
+        "unknown": sorted(p for p in digests if recorded_files and p not in recorded_files),
+        "missing": sorted(p for p in recorded_files if p not in digests),
     }
     # The first few of each are enough to name; the counts tell the rest.
     return {"build": build, "files": len(digests), "hashed": hashed, **{k: v[:10] for k, v in odd.items()}}

@@ -8,7 +8,8 @@ each keyed by the file's size, mtime, ctime, inode and device: a second run re-h
 nothing that did not change, and a same-size rewrite whose mtime was put back is still
 caught (every write moves ctime, and a replaced file has a new inode). Also reported: the
 safetensors indexes' shard names, the free space where the model is (or would be) and what
-cannot be written.
+cannot be written. After a copy, the files rsync proved are recorded as hashed without
+reading them (`adopt`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import stat
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from launcher.node.scripts.common import emit, replace_file  # inlined when sent
@@ -30,7 +30,6 @@ from launcher.node.scripts.tree import MAX_ENTRIES, Tree, open_found, read_bound
 
 CACHE_VERSION = 2
 BLOCK = 8 << 20  # read size: big blocks keep hashing at disk speed
-SETTLE = 0.5  # seconds a copied file's attributes must be unchanged before it is hashed
 WORKERS = max(1, min(4, os.cpu_count() or 1))  # hashlib releases the GIL: files hash in parallel
 INDEX_LIMIT = 64 << 20  # a safetensors index is small: a larger one is not read
 
@@ -123,6 +122,8 @@ def sha256_of(tree: Tree, rel: str, progress: list[int], lock: threading.Lock) -
 
 def hash_files(tree: Tree, todo: list[str], total: int) -> tuple[dict[str, str], list[str]]:
     """Hash `todo` in parallel, reporting progress each second; (hashes, unreadable files)."""
+    from concurrent.futures import ThreadPoolExecutor  # only when something is hashed: not for `check`
+
     progress, lock = [0], threading.Lock()
     hashes: dict[str, str] = {}
     unreadable: list[str] = []
@@ -181,43 +182,24 @@ def manifest(root: str) -> dict[str, Any]:
     }
 
 
-def watch(root: str, expect: dict[str, list[int]]) -> None:
-    """While a copy runs: hash each expected file once the copy has finished it (the source's
-    size and mtime: rsync sets the mtime last), into the cache, so that the check after the
-    copy finds them hashed. Ends when all are hashed; says `idle` while none is ready.
-
-    Only an optimization: the manifest after the copy re-hashes any file whose cache key
-    (size, mtime, ctime, inode) moved since, so a file changed later is never trusted. Only
-    regular files count: a link is not followed.
-    """
-    pending, entries, done = dict(expect), load_cache(root), 0
-    while pending:
-        ready = Tree(root)
-        for rel, (size, mtime) in pending.items():
-            try:
-                st = os.lstat(os.path.join(root, rel))
-            except OSError:
-                continue
-            # rsync sets the mtime, then the mode: let the last change settle before hashing
-            settled = time.time() - st.st_ctime > SETTLE
-            if stat.S_ISREG(st.st_mode) and st.st_size == size and int(st.st_mtime) == mtime and settled:
-                ready.files[rel] = st
-        if not ready.files:
-            emit(event="idle", bytes=done, pending=len(pending))
-            time.sleep(0.5)
+def adopt(root: str, proven: dict[str, list[Any]]) -> int:
+    """Record, as hashed, files a copy has just written and proven ({file: [size, mtime, sha256]}):
+    rsync checked each against a whole-file checksum of the source's bytes, whose sha256 the
+    source's manifest holds. Only a regular file found at that size and mtime (rsync sets the
+    mtime last) is recorded, under its cache key now: any later write moves that key and is
+    hashed anew. Links are not followed. The number of files recorded."""
+    entries, recorded = load_cache(root), 0
+    for rel, (size, mtime, digest) in proven.items():
+        try:
+            st = os.lstat(os.path.join(root, rel))
+        except OSError:
             continue
-        hashes, _ = hash_files(ready, sorted(ready.files), sum(s.st_size for s in ready.files.values()))
-        for rel, digest in hashes.items():
-            key = cache_key(ready.files[rel])
-            with contextlib.suppress(OSError):
-                if cache_key(os.lstat(os.path.join(root, rel))) == key:
-                    entries[rel] = [*key, digest]
-                    done += key[0]
-                    del pending[rel]
+        if stat.S_ISREG(st.st_mode) and st.st_size == size and int(st.st_mtime) == mtime:
+            entries[rel] = [*cache_key(st), digest]
+            recorded += 1
+    if recorded:
         save_cache(root, entries)
-        emit(event="prehashed", bytes=done, pending=len(pending))
-    # All hashed: the directory's manifest (from the cache now) is the check after the copy.
-    emit(ok=True, path=root, exists=True, room=room(root), watched=done, **manifest(root))
+    return recorded
 
 
 def indexes(tree: Tree) -> dict[str, Any]:
@@ -262,21 +244,25 @@ def room(root: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str]) -> None:
-    """manifest DIR REQUEST_JSON: {"path": the model directory[, "watch": {file: [size, mtime]}]}"""
-    request = json.loads(argv[1])
-    path = request["path"]
+def manifest_answer(path: str, proven: dict[str, list[Any]] | None = None) -> dict[str, Any]:
+    """The directory's manifest answer (after adopting `proven`), or where it would go, or why not."""
     started = time.monotonic()
     try:
-        if "watch" in request:
-            return watch(path, request["watch"])
         if not os.path.isdir(path):
-            emit(ok=True, path=path, exists=False, room=room(path))
-            return
+            return {"ok": True, "path": path, "exists": False, "room": room(path)}
+        adopted = adopt(path, proven) if proven else 0
         found = manifest(path)
-        emit(ok=True, path=path, exists=True, room=room(path), seconds=time.monotonic() - started, **found)
+        seconds = time.monotonic() - started
+        return {"ok": True, "path": path, "exists": True, "room": room(path), "seconds": seconds,
+                "adopted": adopted, **found}  # fmt: skip
     except OSError as exc:
-        emit(ok=False, path=path, error=f"{type(exc).__name__}: {exc}")
+        return {"ok": False, "path": path, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def main(argv: list[str]) -> None:
+    """manifest DIR REQUEST_JSON: {"path": the model directory[, "adopt": {file: [size, mtime, sha256]}]}"""
+    request = json.loads(argv[1])
+    emit(**manifest_answer(request["path"], request.get("adopt")))
 
 
 if __name__ == "__main__":  # python3 - NAME DIR ARGS...

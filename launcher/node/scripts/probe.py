@@ -28,7 +28,11 @@ import sys
 import sysconfig
 from typing import Any
 
-from launcher.node.scripts.inputs import config_hashes, engine_env  # inlined when sent
+from launcher.node.scripts.inputs import (
+    installed_packages,
+    python_identity,
+    venv_probe_key,
+)  # inlined when sent
 from launcher.node.scripts.installed import fingerprint, save  # inlined when sent
 
 MARKER = "SPARK_LAUNCH_PROBE "
@@ -218,18 +222,14 @@ def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, An
 
 def cache_key(job: dict[str, Any], tag: str) -> str:
     """Everything that decides a `resolve` answer, hashed: this probe (its tag), the python, the
-    vLLM build (its files), the argv, the engine variables, the model's config and tokenizer."""
+    vLLM build (its files), the packages beside it, the argv, the engine variables, the model's
+    config and tokenizer."""
     site = sysconfig.get_paths()["purelib"]
-    inputs = {
-        "probe": tag,
-        "python": sys.version,
-        "vllm": fingerprint(site, "vllm", "vllm")["build"],
-        "version": vllm_version(),  # its metadata: vLLM reads its platform off it (+cpu)
-        "argv": job["argv"],
-        "env": engine_env({**os.environ, **job.get("env", {})}),
-        "model": config_hashes(job["argv"][0]) if job["argv"] else {},
-    }
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+    build = fingerprint(site, "vllm", "vllm")["build"]
+    env = {**os.environ, **job.get("env", {})}
+    return venv_probe_key(
+        tag, python_identity(sys.executable), build, installed_packages(site), job["argv"], env
+    )
 
 
 def cached_job(job: dict[str, Any], cache: str, tag: str, fresh: bool) -> dict[str, Any]:

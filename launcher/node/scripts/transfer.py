@@ -3,6 +3,11 @@
 reach: can this node's remote shell reach the target, and does the target have rsync?
 send:  run the job's rsync (its file list on rsync's stdin), reporting progress as JSON
        lines; if the launcher goes away, the copy is stopped (a later run resumes it).
+       At the end, `verified`: the files rsync sent (its out-format names each) whose
+       source is still exactly what the manifest hashed (the cache key of its sha256 is
+       unchanged: no write since). rsync checks every file it sends against a whole-file
+       checksum computed on both sides, so with exit 0 those files hold, on the target,
+       the bytes whose sha256 the source's manifest has: the target need not hash them.
        With `relay`, rsync's remote shell is this script (`rsh`), whose stream goes through
        a local socket to stdin/stdout and so to spark-launch, which passes it on to the
        target: no SSH between the nodes is needed. Progress then goes to stderr.
@@ -14,6 +19,7 @@ default (ssh in batch mode): operators point it at another ssh config or key tha
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -27,8 +33,11 @@ import time
 from typing import Any, BinaryIO
 
 from launcher.node.scripts.common import emit, run_directory, take_json  # inlined when sent
+from launcher.node.scripts.manifest import cache_key, load_cache  # inlined when sent
 
 PROGRESS = re.compile(rb"^\s*([\d,]+)\s+\d+%")
+SENT = b"SPARK_LAUNCH_SENT "  # rsync's out-format line for each file it sent (core.sync.transfer)
+ESCAPED = re.compile(rb"\\#([0-7]{3})")  # how rsync writes an unprintable byte of a name
 BEAT = 0.5  # seconds between progress lines: also how soon a vanished launcher is noticed
 
 
@@ -79,7 +88,7 @@ def send(directory: str, job: dict[str, Any]) -> None:
         server.bind(sock_path)
         server.listen(1)
         script = os.path.abspath(sys.argv[0])
-        argv.insert(1, f"--rsh=python3 {script} transfer {directory} rsh {sock_path}")
+        argv.insert(1, f"--rsh=python3 -S {script} transfer {directory} rsh {sock_path}")
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -92,8 +101,9 @@ def send(directory: str, job: dict[str, Any]) -> None:
     threading.Thread(target=lambda: errors.extend(proc.stderr or []), daemon=True).start()
     if server is not None:
         threading.Thread(target=relay, args=(server, events), daemon=True).start()
+    sent: set[str] = set()
     try:
-        watch(proc, proc.stdout, events)
+        watch(proc, proc.stdout, events, sent)
     except OSError:  # the launcher is gone (broken pipe): stop the copy; a later run resumes
         stop(proc)
         raise SystemExit(1) from None
@@ -101,7 +111,27 @@ def send(directory: str, job: dict[str, Any]) -> None:
         if server is not None:
             os.unlink(sock_path)
     tail = b" / ".join(line.strip() for line in errors[-3:]).decode(errors="replace")
-    say(events, ok=proc.returncode == 0, exit=proc.returncode, error=tail, seconds=time.monotonic() - started)
+    ok = proc.returncode == 0
+    verified = unchanged(job, sent) if ok else []
+    seconds = time.monotonic() - started
+    say(events, ok=ok, exit=proc.returncode, error=tail, seconds=seconds, verified=verified)
+
+
+def unchanged(job: dict[str, Any], sent: set[str]) -> list[str]:
+    """The sent files whose source is, now the copy is done, still the one the manifest hashed
+    to the sha256 the launcher expects (same cache key: nothing wrote to it since)."""
+    root, expected = str(job.get("root", "")), job.get("attest") or {}
+    cache = load_cache(root) if root and expected else {}
+    out = []
+    for rel in sorted(sent & set(expected)):
+        entry = cache.get(rel)
+        try:
+            now = cache_key(os.stat(os.path.join(root, rel)))
+        except OSError:
+            continue
+        if isinstance(entry, list) and entry[:5] == now and entry[5] == expected[rel]:
+            out.append(rel)
+    return out
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -117,8 +147,9 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def watch(proc: subprocess.Popen[bytes], out: Any, events: Any) -> None:
-    """Parse rsync's progress (\\r-separated) and report it every BEAT seconds until it exits."""
+def watch(proc: subprocess.Popen[bytes], out: Any, events: Any, sent: set[str]) -> None:
+    """Parse rsync's progress (\\r-separated) and report it every BEAT seconds until it exits;
+    collect the names of the files it says it sent."""
     latest = [0]
 
     def read() -> None:
@@ -130,12 +161,16 @@ def watch(proc: subprocess.Popen[bytes], out: Any, events: Any) -> None:
                 found = PROGRESS.match(line)
                 if found:
                     latest[0] = int(found.group(1).replace(b",", b""))
+                elif line.startswith(SENT):
+                    name = ESCAPED.sub(lambda m: bytes([int(m.group(1), 8)]), line[len(SENT) :])
+                    sent.add(name.decode(errors="surrogateescape"))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     while proc.poll() is None:
         say(events, event="progress", bytes=latest[0])
-        time.sleep(BEAT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(BEAT)  # returns as soon as rsync ends, not a beat later
     reader.join(5)
     say(events, event="progress", bytes=latest[0])
 
@@ -193,14 +228,14 @@ def rsh(sock_path: str, args: list[str]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """transfer DIR reach JOB_JSON | transfer DIR send JOB_FILE | transfer DIR rsh SOCK ARGS..."""
+    """transfer DIR reach JOB_JSON | transfer DIR send JOB_FILE|JOB_JSON | transfer DIR rsh SOCK ARGS..."""
     directory = run_directory(argv)
     if argv[1] == "reach":
         reach(json.loads(argv[2]))
     elif argv[1] == "rsh":
         rsh(argv[2], argv[3:])
     else:
-        job = take_json(argv[2])
+        job = json.loads(argv[2]) if argv[2].startswith("{") else take_json(argv[2])
         if job is None:
             emit(ok=False, error=f"no readable job file {argv[2]}")
         else:

@@ -5,9 +5,11 @@ sent as soon as it is written ({"log": TEXT, "log_size": N}), the rank's exit as
 it happens ({"alive": false, "exit_code": C}, after the rest of the log), and a heartbeat
 every second ({"alive": true}) so the launcher notices a lost connection within seconds.
 The rank has exited when its wrapper wrote the exit file (venv runtime) or its container
-stopped (docker runtime); a rank killed with its whole group leaves no exit file, so the
-processes carrying our marker are counted too. The script ends when the rank has exited,
-when the launcher stops reading (its next line fails), or after SECONDS.
+stopped (docker runtime: `docker wait` says so, instead of a `docker inspect` every tick,
+whose CLI starts would take the cores vLLM is starting on); a rank killed with its whole
+group leaves no exit file, so the processes carrying our marker are counted too. The
+script ends when the rank has exited, when the launcher stops reading (its next line
+fails), or after SECONDS.
 """
 
 from __future__ import annotations
@@ -41,11 +43,40 @@ def follow_container_log(state: dict[str, Any]) -> subprocess.Popen[bytes]:
     )
 
 
-def exit_code(state: dict[str, Any], directory: str, last_scan: list[float]) -> tuple[bool, int | None]:
-    """(exited, code) of this node's rank."""
-    if state.get("container"):
-        info = container_state(state["container"])
+class ContainerExit:
+    """The container's end, as `docker wait` (one process, blocked until then) reports it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.waiter = self._wait()
+
+    def _wait(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            ["docker", "wait", self.name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def exited(self) -> tuple[bool, int | None]:
+        """(exited, code): `docker inspect` only once `docker wait` has returned, to be sure."""
+        if self.waiter.poll() is None:
+            return False, None
+        info = container_state(self.name)
+        if info["running"]:  # the wait itself failed (the engine restarted, say): wait again
+            self.waiter = self._wait()
         return (not info["running"], info["exit_code"])
+
+    def close(self) -> None:
+        """Stop waiting."""
+        if self.waiter.poll() is None:
+            self.waiter.terminate()
+            self.waiter.wait()
+
+
+def exit_code(
+    state: dict[str, Any], directory: str, last_scan: list[float], container: ContainerExit | None
+) -> tuple[bool, int | None]:
+    """(exited, code) of this node's rank."""
+    if container is not None:
+        return container.exited()
     code = (read_text(state.get("exit_file")) or "").strip()
     if code.lstrip("-").isdigit():
         return True, int(code)
@@ -73,11 +104,12 @@ def watch(directory: str, offset: int, seconds: float) -> None:
     if not state:
         return emit(alive=False, exit_code=None, error=f"nothing was started in {directory}")
     follower = follow_container_log(state) if state.get("container") else None
+    container = ContainerExit(state["container"]) if state.get("container") else None
     last_scan = [time.monotonic()]
     deadline, last_sent = time.monotonic() + seconds, 0.0
     try:
         while time.monotonic() < deadline:
-            exited, code = exit_code(state, directory, last_scan)
+            exited, code = exit_code(state, directory, last_scan, container)
             if exited:
                 time.sleep(TICK)  # the last lines a dying rank writes
             text, offset = read_new(state["log"], offset)
@@ -96,6 +128,8 @@ def watch(directory: str, offset: int, seconds: float) -> None:
     finally:
         if follower is not None:
             follower.terminate()
+        if container is not None:
+            container.close()
     return None
 
 
