@@ -107,7 +107,14 @@ def test_a_dead_rank_restarts_only_its_own_deployment(deployments: Deployments) 
             threading.Timer(0.3, _thread.interrupt_main).start()
 
     policy = RestartPolicy(limit=3, window=600, backoff=0.2, max_backoff=1)
-    stopped = supervise_fleet(deployments, {}, SuperviseOptions(policy, 30, 2.0, OPTIONS), emit, Silent())
+    guard = threading.Timer(120, _thread.interrupt_main)  # a restart that never serves fails, not hangs
+    guard.start()
+    try:
+        stopped = supervise_fleet(deployments, {}, SuperviseOptions(policy, 30, 2.0, OPTIONS), emit, Silent())
+    finally:
+        guard.cancel()
+    said = [(e.cluster, e.node, e.what, e.why) for e in events]
+    assert "big after" in runs, f"the small deployment did not serve again within 120 s: {said}"
     died = [e for e in events if e.what == "rank exited"]
     assert [(e.cluster, e.node) for e in died] == [(small.spec.name, "n2")]
     assert [e.cluster for e in events if e.what == "serving"][-1] == small.spec.name
