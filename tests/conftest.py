@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -40,6 +41,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="rewrite tests/golden/* from the current output instead of comparing",
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def ctrl_c_reaches_the_cli() -> None:
+    """A session started in a shell's background inherits SIGINT ignored, and so would every
+    CLI it starts and every `interrupt_main()` a test sends itself (Python drops it): a test's
+    Ctrl-C would never arrive. Handled here, it is the default in what the tests start."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -34,14 +33,6 @@ VENV_WAIT_SECONDS = 300  # within BED_UP_SECONDS: another session's venv build, 
 ENGINES_SECONDS = 1080  # a cold image: debootstrap, the layer, a load into each engine
 RUN_ROOT = Path.home() / ".spark-launch"  # every bed node's run directories (one file system)
 ENGINES = tuple(Path(f"/run/spark-launch-testbed/{node}/docker.sock") for node in NAMESPACES)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def ctrl_c_reaches_the_cli() -> None:
-    """A session started in a shell's background inherits SIGINT ignored, and so would every
-    CLI it starts: a test's Ctrl-C would never arrive. Handled here, it is the default there."""
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
