@@ -20,6 +20,7 @@ from launcher.core.answers.read import BadAnswer, Refused, loads
 from launcher.core.answers.run import Locked, NodeState, RunState, Stopped, started
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
+from launcher.core.sync import calls as sync_calls
 from launcher.core.sync.manifest import Manifest
 from launcher.errors import ExitStatus
 from launcher.node.executor import Executor, NodeError, Result, Stream
@@ -193,7 +194,7 @@ class Agent:
     ) -> Manifest:
         """A model directory's manifest; hashing progress goes to `on_event` as it comes.
 
-        `adopt`: files a copy has just proven, recorded as hashed (`remote.manifest_call`)."""
+        `adopt`: files a copy has just proven, recorded as hashed (`sync_calls.manifest_call`)."""
         found: list[Manifest] = []
 
         def parse(raw: object) -> sync_answer.Hashing | Manifest:
@@ -205,7 +206,7 @@ class Agent:
             elif on_event is not None:
                 on_event(event)
 
-        result = self.events(remote.manifest_call(self.dir, path, adopt), parse, on_line)
+        result = self.events(sync_calls.manifest_call(self.dir, path, adopt), parse, on_line)
         if not found:
             raise NodeError(
                 self.node,

@@ -22,6 +22,7 @@ from launcher.commands.sync.options import SyncOptions, SyncReporter
 from launcher.commands.sync.relay import relayed
 from launcher.core import remote
 from launcher.core.answers.sync import Progress, Sent, TransferEvent, prepared, transfer_event
+from launcher.core.sync import calls as sync_calls
 from launcher.core.sync.manifest import Manifest
 from launcher.core.sync.receiver import receiver_for
 from launcher.core.sync.report import DirPlan, NodeOutcome
@@ -48,7 +49,7 @@ def copy_all(
         return outcomes
     agent = cluster.agents[source]
     if options.relay:
-        agent.run(remote.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
+        agent.run(sync_calls.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
     done = _all_at_once(
         copying, lambda n: _TargetCopy(cluster, source, found, copying[n], options, reporter).run()
     )
@@ -145,7 +146,7 @@ class _TargetCopy:
 
     def _prepare(self, plan: DirPlan, name: str) -> None:
         agent = self.cluster.agents[self.node]
-        handover, run = remote.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
+        handover, run = sync_calls.prepare_calls(agent.dir, name, plan.path, plan.transfer.remove)
         agent.run(handover).checked(self.node, "handing over the prepare job")
         why = agent.ask(run, prepared)
         if why is not None:
@@ -162,7 +163,7 @@ class _TargetCopy:
         argv = rsync_argv(plan.path, destination, bwlimit, self.found[plan.label].snapshot)
         agent = self.cluster.agents[self.source]
         files = {rel: want.files[rel].sha256 for rel in plan.transfer.send}
-        handover, run = remote.transfer_calls(
+        handover, run = sync_calls.transfer_calls(
             agent.dir, name, argv, files, DEFAULT_RSH, self.options.relay, plan.path
         )
         if handover is not None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from launcher.core import remote
 from launcher.core.answers.images import Copied, Reach, Reached, sent_event
+from launcher.core.sync import calls as sync_calls
 from launcher.core.sync.transfer import DEFAULT_RSH, remote_host
 from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError, Result
@@ -29,7 +29,7 @@ def direct_copy(cluster: Cluster, image: str, targets: list[str], on_sent: OnSen
     """The head saves once and loads into every target it reaches, node to node."""
     head = cluster.agents[cluster.head.name]
     hosts = {n: _host(cluster, n) for n in targets}
-    reached = head.ask(remote.image_reach_call(head.dir, hosts, DEFAULT_RSH), Reached.parse)
+    reached = head.ask(sync_calls.image_reach_call(head.dir, hosts, DEFAULT_RSH), Reached.parse)
     why = {
         n: _unreached(cluster, n, hosts[n], a, reached.rsh) for n, a in reached.targets.items() if not a.ok
     }
@@ -45,7 +45,7 @@ def direct_copy(cluster: Cluster, image: str, targets: list[str], on_sent: OnSen
             for name, sent in event.items():
                 on_sent(name, sent)
 
-    head.events(remote.image_send_call(head.dir, image, going, DEFAULT_RSH), sent_event, on_line)
+    head.events(sync_calls.image_send_call(head.dir, image, going, DEFAULT_RSH), sent_event, on_line)
     copied = answer[-1] if answer else None
     sent = {n: copied.targets[n].bytes if copied and n in copied.targets else 0 for n in going}
     for name in going:
@@ -60,8 +60,8 @@ def relayed_copy(cluster: Cluster, image: str, targets: list[str], on_sent: OnSe
     relayed = copy_to_all(
         cluster.executor,
         cluster.head.name,
-        remote.save_command(image),
-        dict.fromkeys(targets, remote.load_command()),
+        sync_calls.save_command(image),
+        dict.fromkeys(targets, sync_calls.load_command()),
         on_sent,
     )
     why = {n: _relay_failed(relayed.targets.get(n), relayed.source) for n in targets}

@@ -21,9 +21,9 @@ from dataclasses import replace
 
 from launcher.commands.sync.copy import copy_all
 from launcher.commands.sync.options import SyncOptions, SyncReporter
-from launcher.core import remote
 from launcher.core.answers.sync import Hashing, Reach
 from launcher.core.spec.sections import Node
+from launcher.core.sync import calls as sync_calls
 from launcher.core.sync.manifest import (
     REFUSED_HINT,
     Manifest,
@@ -165,7 +165,7 @@ def _reach(cluster: Cluster, source: str, outcomes: list[NodeOutcome]) -> list[N
     to_copy = [o.node for o in outcomes if o.state == "would copy"]
     answers = fan_out(
         to_copy,
-        lambda n: agent.ask(remote.reach_call(agent.dir, _host(cluster, n), DEFAULT_RSH), Reach.parse),
+        lambda n: agent.ask(sync_calls.reach_call(agent.dir, _host(cluster, n), DEFAULT_RSH), Reach.parse),
     )
     out = []
     for o in outcomes:
