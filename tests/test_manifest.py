@@ -26,6 +26,7 @@ from launcher.core.sync.transfer import rsync_argv
 from launcher.node.agent import Agent
 from launcher.node.scripts import bundle
 from tests.fakes.local import LocalExecutor
+from tests.node_scripts import prepare
 
 
 def agent(home: Path) -> Agent:
@@ -136,21 +137,6 @@ def test_a_missing_directory_reports_where_it_would_go(tmp_path: Path) -> None:
     assert not m.exists and m.room is not None and m.room.at == str(tmp_path) and m.room.writable
     assert m.room.free > 0 and m.room.block > 0
     assert missing_parts(m) == [f"the directory {tmp_path / 'models' / 'm'}"]
-
-
-def prepare(tmp_path: Path, path: Path, remove: list[str]) -> dict[str, Any]:
-    job = tmp_path / "job.json"
-    job.write_text(json.dumps({"path": str(path), "remove": remove}))
-    done = subprocess.run(
-        ["python3", "-", "prepare", str(tmp_path), str(job)],
-        input=bundle("prepare"),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert not job.exists()  # the job file is taken
-    answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return answer
 
 
 def test_prepare_removes_only_paths_inside_the_model(tmp_path: Path) -> None:

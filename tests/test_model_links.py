@@ -24,8 +24,7 @@ from launcher.core.sync.manifest import FileEntry, LinkEntry, Manifest, missing_
 from launcher.core.sync.transfer import plan_transfer
 from launcher.node.scripts import bundle
 from launcher.node.scripts.tree import Changed, read_bounded
-
-HANG = 60  # seconds: a walk that reads a FIFO or /dev/zero never ends; this ends the test instead
+from tests.node_scripts import HANG, prepare
 
 
 def manifest(path: Path, home: Path) -> dict[str, Any]:
@@ -210,21 +209,6 @@ def test_the_copy_removes_what_a_target_refuses_and_replaces_links_and_files() -
     assert t.remove == ("a.json", "alias", "old", "sub")  # `sub` itself: the link, not through it
     assert t.list_bytes == 13
     assert source.entries["alias"] == LinkEntry("a.json")
-
-
-def prepare(tmp_path: Path, path: Path, remove: list[str]) -> dict[str, Any]:
-    job = tmp_path / "job.json"
-    job.write_text(json.dumps({"path": str(path), "remove": remove}))
-    done = subprocess.run(
-        ["python3", "-", "prepare", str(tmp_path), str(job)],
-        input=bundle("prepare"),
-        capture_output=True,
-        text=True,
-        timeout=HANG,
-        check=True,
-    )
-    answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return answer
 
 
 def test_a_link_on_a_target_is_never_followed_to_delete(tmp_path: Path) -> None:
