@@ -122,9 +122,8 @@ def up(
             stop_all(cluster, options.grace)
         if options.drop_caches:
             drop_caches(cluster, reporter)
+        # a report checked by the caller was held to the lock there (up_fleet's shared check)
         report = checked if checked is not None else _check_first(cluster, options, reporter)
-        if checked is not None and options.locked is not None and not checked.unreachable:
-            refuse_drift(cluster, options.locked, checked.facts)
         return record_run(
             cluster,
             report,
