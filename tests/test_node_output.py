@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from launcher.node.executor import NodeError
-from launcher.node.output import MAX_HTTP, MAX_STDERR, MAX_STDOUT, TooMuch, body, lines
+from launcher.node.output import MAX_HTTP, MAX_STDERR, MAX_STDOUT, TooMuch, lines, read_body
 from tests.fakes.local import LocalExecutor
 
 
@@ -110,5 +110,5 @@ def test_a_body_stops_being_read_just_past_the_limit() -> None:
         return b"x" * size
 
     with pytest.raises(NodeError, match="more than 0 MiB"):
-        body("n1", "GET /", read, limit=100)
+        read_body("n1", "GET /", read, limit=100)
     assert sum(asked) == 101

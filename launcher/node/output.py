@@ -9,10 +9,11 @@ reading, ends the command, and says so, naming the node.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import threading
 from collections.abc import Callable, Iterator
 
-from launcher.node.executor import NodeError, Result, StopStream, Stream
+from launcher.node.executor import HttpResponse, NodeError, Result, StopStream, Stream
 
 MAX_STDOUT = 32 << 20  # a node script's answer, or one line of a stream
 MAX_STDERR = 4 << 20
@@ -104,7 +105,7 @@ def lines(read: Read, limit: int, stop: Callable[[], None]) -> Iterator[bytes]:
         yield bytes(buffer)
 
 
-def body(node: str, what: str, read: Read, limit: int = MAX_HTTP) -> bytes:
+def read_body(node: str, what: str, read: Read, limit: int = MAX_HTTP) -> bytes:
     """An HTTP answer's body, read up to `limit` bytes: past it, a NodeError naming the node."""
     data = bytearray()
     while block := read(min(CHUNK, limit + 1 - len(data))):
@@ -116,6 +117,26 @@ def body(node: str, what: str, read: Read, limit: int = MAX_HTTP) -> bytes:
                 "no answer of vLLM's API is that large: look at what listens on that port",
             )
     return bytes(data)
+
+
+def exchange(
+    node: str,
+    conn: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    body: bytes | None,
+    headers: dict[str, str] | None,
+) -> HttpResponse:
+    """One HTTP request on `conn` (JSON when there is a body), its answer read up to MAX_HTTP;
+    a failure is a NodeError naming the node."""
+    where = f"HTTP {method} {path} on {conn.host}:{conn.port}"
+    sent = {**({"Content-Type": "application/json"} if body is not None else {}), **(headers or {})}
+    try:
+        conn.request(method, path, body, sent)
+        response = conn.getresponse()
+        return HttpResponse(response.status, read_body(node, where, response.read))
+    except (OSError, http.client.HTTPException) as exc:
+        raise NodeError(node, f"{where} failed: {exc or type(exc).__name__}") from None
 
 
 def collect(node: str, command: str, stream: Stream, stdin: str | None, timeout: float | None) -> Result:

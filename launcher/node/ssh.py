@@ -240,18 +240,7 @@ class SshExecutor:
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
         conn.sock = KeptOpen(channel)  # the body is read before the channel closes
         try:
-            sent: dict[str, Any] = {
-                **({"Content-Type": "application/json"} if body is not None else {}),
-                **(headers or {}),
-            }
-            conn.request(method, path, body, sent)
-            response = conn.getresponse()
-            read = output.body(node, f"HTTP {method} {path} on {host}:{port}", response.read)
-            return HttpResponse(response.status, read)
-        except (OSError, http.client.HTTPException) as exc:
-            raise NodeError(
-                node, f"HTTP {method} {path} on {host}:{port} failed: {exc or type(exc).__name__}"
-            ) from None
+            return output.exchange(node, conn, method, path, body, headers)
         finally:
             channel.close()
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from launcher.node import output
-from launcher.node.executor import HttpResponse, NodeError, Result, Stream
+from launcher.node.executor import HttpResponse, Result, Stream
 
 
 class LocalExecutor:
@@ -63,12 +63,7 @@ class LocalExecutor:
         """Plain HTTP to this machine."""
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
         try:
-            sent = {**({"Content-Type": "application/json"} if body else {}), **(headers or {})}
-            conn.request(method, path, body, sent)
-            response = conn.getresponse()
-            return HttpResponse(response.status, output.body(node, f"HTTP {method} {path}", response.read))
-        except OSError as exc:
-            raise NodeError(node, f"no answer on {host}:{port}: {exc}") from None
+            return output.exchange(node, conn, method, path, body, headers)
         finally:
             conn.close()
 
