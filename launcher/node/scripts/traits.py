@@ -47,16 +47,22 @@ TRAIT_FIELDS = {
 OPTIONAL_FIELDS = {"supports_mamba_prefix_caching": "mamba_prefix_caching"}
 
 
+def _inert_attribute(_: Any, name: str) -> Any:
+    """Any plain attribute of a stand-in is another stand-in (dunders stay real lookups)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _Inert
+
+
+def _nothing(_: Any) -> Any:
+    return iter(())
+
+
 class _InertType(type):
     """Class-level reads on a stand-in (T.InterpolationMode.BICUBIC) give another stand-in."""
 
-    def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Inert
-
-    def __iter__(cls) -> Any:
-        return iter(())
+    __getattr__ = _inert_attribute
+    __iter__ = _nothing
 
 
 class _Inert(metaclass=_InertType):
@@ -65,13 +71,8 @@ class _Inert(metaclass=_InertType):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Inert
-
-    def __iter__(self) -> Any:
-        return iter(())
+    __getattr__ = _inert_attribute
+    __iter__ = _nothing
 
 
 class _InertModule(types.ModuleType):
