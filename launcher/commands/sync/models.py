@@ -2,12 +2,15 @@
 
 1. Every node reports its manifest at once (sha256 of each file; unchanged files come
    from the cache beside the model, so an up-to-date node answers in seconds).
-2. The source must hold a complete model. For each target: what it lacks, whether it has
-   the room and the write permission for it, and whether the source reaches it over SSH
-   at its fabric address (unless relayed). Anything wrong refuses that node before a
-   single byte is copied. A dry run stops here.
+2. The source must hold a complete model. For each target: what it lacks, and whether it
+   has the room and the write permission for it. Anything wrong refuses that node before a
+   single byte is copied. A dry run also asks whether the source reaches each target over
+   SSH at its fabric address, then stops.
 3. The targets that differ, all at once: make the directory ready, rsync from the source,
-   then the target's manifest again, which must equal the source's (one retry).
+   then the target's manifest again, which must equal the source's (one retry). Whether
+   the source reaches each target (and finds rsync there) is asked meanwhile, so that it
+   costs no time: a copy that fails on a target it cannot reach is reported as that, with
+   the fix. A target whose directory must first be made or pruned is asked before that.
 """
 
 from __future__ import annotations
@@ -65,11 +68,7 @@ def sync_models(
     if options.dry_run or not any(o.state == "would copy" for o in outcomes):
         outcomes = outcomes if options.relay else _reach(cluster, source, outcomes)
     else:
-        # The source's SSH to each target is tried while the lock is taken (it takes as long).
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            probed = pool.submit(lambda: outcomes if options.relay else _reach(cluster, source, outcomes))
-            with cluster.locked("sync models"):
-                outcomes = copy_all(cluster, source, found, probed.result(), options, reporter)
+        outcomes = _copy(cluster, source, found, outcomes, options, reporter)
     models = tuple(
         SourceModel(
             label,
@@ -83,6 +82,33 @@ def sync_models(
         for label, m in found.items()
     )
     return SyncResult(source, options.dry_run, options.relay, models, tuple(outcomes), clock() - started)
+
+
+def _copy(
+    cluster: Cluster,
+    source: str,
+    found: Manifests,
+    outcomes: list[NodeOutcome],
+    options: SyncOptions,
+    reporter: SyncReporter,
+) -> list[NodeOutcome]:
+    """Copy under the cluster's lock, the source's reach of each target asked meanwhile: before
+    the copy starts where a target's directory is made or pruned first (nothing is touched on a
+    target the copy cannot reach), else alongside it, explaining a copy that failed."""
+    if options.relay:
+        with cluster.locked("sync models"):
+            return copy_all(cluster, source, found, outcomes, options, reporter)
+    readied = any(d.prepare for o in outcomes if o.state == "would copy" for d in o.dirs)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reached = pool.submit(_reach, cluster, source, outcomes)
+        with cluster.locked("sync models"):
+            if readied:
+                return copy_all(cluster, source, found, reached.result(), options, reporter)
+            copied = copy_all(cluster, source, found, outcomes, options, reporter)
+        return [
+            r if c.state == "failed" and r.state != "would copy" else c
+            for c, r in zip(copied, reached.result(), strict=True)
+        ]
 
 
 def _source(cluster: Cluster, name: str | None) -> str:
