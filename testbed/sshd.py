@@ -55,9 +55,19 @@ def session_env(layout: Layout, node: Node) -> tuple[tuple[str, str], ...]:
     RSYNC_RSH gives the nodes SSH to each other over the bridge (as operators give Sparks
     keys for each other's fabric address) without touching root's ~/.ssh: ssh reads the
     bed's ssh_config, whose `Host 10.99.0.*` block holds the bed's key and known hosts.
+
+    SHLVL=1 makes each command's shell a stock node's: bash run by sshd sources ~/.bashrc
+    only as the first shell level, and a distribution's .bashrc returns at once when not
+    interactive. The bed shares this machine's root home, whose .bashrc may not (a pyenv or
+    conda init there costs each SSH command a fifth of a second of CPU and puts its shims
+    first on PATH): without it a node's PATH is sshd's own, and its python3 the system's.
     """
     # The node's docker CLI talks to the node's own daemon (testbed/dockerd.py), never the host's.
-    own = {"RSYNC_RSH": f"ssh -F {layout.ssh_config}", "DOCKER_HOST": dockerd.docker_host(node)}
+    own = {
+        "RSYNC_RSH": f"ssh -F {layout.ssh_config}",
+        "DOCKER_HOST": dockerd.docker_host(node),
+        "SHLVL": "1",
+    }
     return tuple({**own, **dict(node.env)}.items())
 
 

@@ -4,23 +4,21 @@ One SSH call per node answers its facts: the vLLM install, the environment vLLM 
 inherit, the interface and address, free ports, GPUs and memory, the manifest of each model
 directory (sha256 per file, cached beside the model: seconds when nothing changed), and
 whether the node's probe cache holds the answer to exactly what the probe would be asked.
-While the head answers, it listens on the master port, and every worker makes a real TCP
-connection to it as soon as it does. Then the resolve probe, only where its answer was not
-found: each node's own vLLM runs create_engine_config() on exactly the argv and env it will
-run (for the docker runtime: inside the image, as `up` would start the container). An
+While the head answers, it listens on the master port, and every worker, inside its own
+facts call, makes a real TCP connection to it as soon as it does. Then the resolve probe,
+only where its answer was not found: each node's own vLLM runs create_engine_config() on
+exactly the argv and env it will run (for the docker runtime: inside the image, as `up`
+would start the container). An
 unchanged cluster is checked in one round trip per node, nothing started on any of them.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
-
 from launcher.commands.inputs import gather
 from launcher.commands.preflight import preflight_rows_of
 from launcher.commands.probing import probe_tag, run_probe
-from launcher.core import remote
 from launcher.core.answers.facts import Facts
-from launcher.core.answers.probe import Listening, connected
+from launcher.core.answers.probe import Listening
 from launcher.core.checks import (
     Report,
     Row,
@@ -85,11 +83,7 @@ def run_check(cluster: Cluster, probe: bool = True, fresh: bool = False, collect
     runs (the venv, or the image): answered from each node's cache, found by its facts call,
     when nothing the answer depends on changed (`fresh`: resolve anyway).
     """
-    reach = _Reach(cluster)
-    try:
-        return _check(cluster, reach, probe, fresh, collective)
-    finally:
-        reach.close()
+    return _check(cluster, _Reach(cluster), probe, fresh, collective)
 
 
 def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective: bool) -> Report:
@@ -134,25 +128,17 @@ def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
 
 class _Reach:
     """A real connection from every worker to the head's master port, made while the nodes
-    gather their facts: the head listens inside its facts call, and says so; each worker
-    connects as soon as it does."""
+    gather their facts, in the same calls: the head listens inside its facts call and says
+    so; each worker connects inside its own, trying again until the head listens."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.workers = cluster.names[1:]
         self.said: Listening | None = None  # the head's word: listening, or why not
-        self.pool = ThreadPoolExecutor(max_workers=max(1, len(self.workers)))
-        self.connects: dict[str, Future[str | None]] = {}
 
     def on_listening(self, event: Listening) -> None:
-        """The head listens (or cannot): every worker connects now."""
+        """The head listens (or cannot)."""
         self.said = event
-        head, port = self.cluster.head.address, self.cluster.plan.master_port
-        if event.port is not None and port is not None:
-            for w in self.workers:
-                agent = self.cluster.agents[w]
-                call = remote.connect_call(agent.dir, head, port, 5)
-                self.connects[w] = self.pool.submit(agent.ask, call, connected)
 
     def result(self, facts: dict[str, Facts]) -> dict[str, str]:
         """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
@@ -161,15 +147,4 @@ class _Reach:
             return {}
         if self.said.port is None:
             return dict.fromkeys(self.workers, f"no listener on the head: {self.said.error}")
-        return {w: _connected(self.connects[w]) for w in self.workers}
-
-    def close(self) -> None:
-        """Let the connections still under way end by themselves (each has its own deadline)."""
-        self.pool.shutdown(wait=False)
-
-
-def _connected(future: Future[str | None]) -> str:
-    try:
-        return future.result() or "yes"
-    except SparkLaunchError as exc:
-        return exc.reason
+        return {w: facts[w].get("connected") or "not asked to connect" for w in self.workers}

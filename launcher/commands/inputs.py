@@ -22,6 +22,7 @@ from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
 
 LISTEN_SECONDS = 15  # how long the head waits for the workers' connections
+CONNECT_SECONDS = 5  # how long a worker tries to connect to the head's master port
 
 
 def gather(
@@ -32,7 +33,8 @@ def gather(
     """Every node's facts (vLLM install, engine env, network, host, memory) and manifests.
 
     With `on_listening`, the head listens on the master port for every worker while it
-    answers, and `on_listening` gets its word as soon as it listens (or cannot). With
+    answers, and `on_listening` gets its word as soon as it listens (or cannot); each worker
+    connects to it inside its own facts call (its answer's `connected`). With
     `probe_tag`, each node also says whether its probe cache holds the answer (`probe`).
     """
     spec, plan = cluster.spec, cluster.plan
@@ -56,10 +58,14 @@ def gather(
         if probe_tag is not None:
             planned = next(n for n in plan.nodes if n.name == name)
             request["probe"] = remote.probe_request(spec, planned, probe_tag)
-        listens = head and on_listening is not None and len(plan.nodes) > 1
+        fabric = on_listening is not None and len(plan.nodes) > 1 and plan.master_port is not None
+        listens = head and fabric
         if listens:
             expect = len(plan.nodes) - 1
             request["listen"] = {"port": plan.master_port, "expect": expect, "seconds": LISTEN_SECONDS}
+        elif fabric:
+            to = cluster.head.address
+            request["connect"] = {"address": to, "port": plan.master_port, "seconds": CONNECT_SECONDS}
         agent = cluster.agents[name]
         found = agent.facts(request, on_listening if listens else None)
         found["model"] = {"weight_bytes": found["models"][spec.model.path].total_bytes}

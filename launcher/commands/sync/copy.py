@@ -26,7 +26,14 @@ from launcher.core.sync import calls as sync_calls
 from launcher.core.sync.manifest import Manifest
 from launcher.core.sync.receiver import receiver_for
 from launcher.core.sync.report import DirPlan, NodeOutcome
-from launcher.core.sync.transfer import DEFAULT_RSH, CopyProgress, plan_transfer, remote_target, rsync_argv
+from launcher.core.sync.transfer import (
+    DEFAULT_RSH,
+    CopyProgress,
+    plan_transfer,
+    remote_host,
+    remote_target,
+    rsync_argv,
+)
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster
@@ -164,7 +171,14 @@ class _TargetCopy:
         agent = self.cluster.agents[self.source]
         files = {rel: want.files[rel].sha256 for rel in plan.transfer.send}
         handover, run = sync_calls.transfer_calls(
-            agent.dir, name, argv, files, DEFAULT_RSH, self.options.relay, plan.path
+            agent.dir,
+            name,
+            argv,
+            files,
+            DEFAULT_RSH,
+            self.options.relay,
+            plan.path,
+            remote_host(node.address, node.ssh),
         )
         if handover is not None:
             agent.run(handover).checked(self.source, "handing over the transfer job")

@@ -122,6 +122,7 @@ class Facts(TypedDict, total=False):
     models: dict[str, Manifest]
     model: ModelSize
     probe: ProbeFound | None
+    connected: str | None  # a worker's connection to the head's master port: "yes", or why not
 
 
 def facts(raw: object) -> Facts:
@@ -145,6 +146,7 @@ def facts(raw: object) -> Facts:
         memory=_memory(at.field("memory")),
         models={path: sync_answer.manifest(m.value, path) for path, m in _models(at).items()},
         probe=at.maybe("probe", _probe_found),
+        connected=at.maybe("connected", lambda a: a.text(500)),
     )
 
 

@@ -113,13 +113,16 @@ def transfer_calls(
     default_rsh: str,
     relay: bool,
     root: str,
+    host: str,
 ) -> tuple[Call | None, Call]:
     """On the source: hand over the job (rsync's argv and file list), then run it with progress.
 
     `files` maps each file to the sha256 the source's manifest gave it: the script answers
-    which of them rsync sent and still hold those bytes on the source (`verified`). A job
-    small enough travels as the script's argument (no secrets in it: paths and hashes), and
-    the handover is None; a larger one is written to a file first.
+    which of them rsync sent and still hold those bytes on the source (`verified`). `host` is
+    the target as the remote shell reaches it ([user@]address), for which the node chooses
+    the remote shell's ciphers (node/scripts/rsh.py). A job small enough travels as the
+    script's argument (no secrets in it: paths and hashes), and the handover is None; a
+    larger one is written to a file first.
     """
     job = {
         "argv": list(argv),
@@ -128,6 +131,7 @@ def transfer_calls(
         "root": root,
         "default_rsh": default_rsh,
         "relay": relay,
+        "host": host,
     }
     inline = json.dumps(job)
     handover, job_path = (None, inline) if len(inline) <= ARG_LIMIT else handover_call(directory, name, job)

@@ -3,7 +3,7 @@
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
 `python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
 Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`, `traits.py`,
-`rdma.py`, `hostinfo.py`) hold what several scripts share, and a script may also borrow
+`rdma.py`, `hostinfo.py`, `rsh.py`) hold what several scripts share, and a script may also borrow
 functions from another script (`from launcher.node.scripts.facts import ...`): `bundle`
 inlines what a script imports in front of it, each module once, a borrowed script without its
 command-line entry. The probe, the catalog generator and the preflight run under the node's
@@ -46,7 +46,7 @@ NAMES = (
     "preflight",
 )
 # No entry of their own: only ever inlined.
-LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits", "rdma", "hostinfo")
+LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits", "rdma", "hostinfo", "rsh")
 
 
 @functools.cache

@@ -28,7 +28,7 @@ from launcher.node.scripts.inputs import (  # inlined when sent
 from launcher.node.scripts.installed import dist_version, fingerprint, vllm_distribution  # inlined when sent
 from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
 from launcher.node.scripts.memory import memory_facts  # inlined when sent
-from launcher.node.scripts.net import listener  # inlined when sent
+from launcher.node.scripts.net import connector, listener  # inlined when sent
 from launcher.node.scripts.stacks import tool_facts  # inlined when sent
 
 
@@ -178,13 +178,18 @@ def facts(directory: str, request: str) -> None:
 
     With "models": [paths], each model directory's manifest too. With "probe", the probe's
     answer if this node's cache holds it for exactly what the probe would now be asked
-    (`probe_lookup`). With "listen" (the head:
-    {"port", "expect", "seconds"}), once its ports are known free it listens on the master
-    port and says so at once ({"listening": ...}), so that the launcher has the workers
-    connect while the facts are gathered; it stays until they came (or the deadline). Not
-    while this cluster runs here: its own vLLM holds that port.
+    (`probe_lookup`). With "listen" (the head: {"port", "expect", "seconds"}), once its ports
+    are known free it listens on the master port and says so at once ({"listening": ...});
+    it stays until the workers came (or the deadline). Not while this cluster runs here: its
+    own vLLM holds that port. With "connect" (each worker: {"address", "port", "seconds"}),
+    it connects to the head's master port meanwhile, trying again while the head is not
+    listening yet, and says how that went ("connected").
     """
     ask = json.loads(request)
+    reaching = None
+    if ask.get("connect"):
+        to = ask["connect"]
+        reaching = connector(str(to["address"]), int(to["port"]), float(to["seconds"]))
     running = bool(our_processes(directory)) or bool(
         ask.get("container") and container_state(ask["container"])["running"]
     )
@@ -207,6 +212,7 @@ def facts(directory: str, request: str) -> None:
         tools=tool_facts(ask.get("venv")),
         memory=memory_facts(ask.get("model")),
         models={path: manifest_answer(path) for path in ask.get("models", [])},
+        connected=reaching() if reaching is not None else None,
     )
     if waiting is not None:
         waiting.join()  # the workers are connecting: a process that ended would refuse them

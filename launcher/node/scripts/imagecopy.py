@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -28,14 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from launcher.node.scripts.common import emit, run_directory  # inlined when sent
+from launcher.node.scripts.rsh import fast_shell, remote_shell  # inlined when sent
 
 BLOCK = 1 << 20
 BEAT = 1.0  # seconds between progress lines: also how soon a vanished launcher is noticed
-
-
-def remote_shell(job: dict[str, Any]) -> list[str]:
-    """The remote shell's words: $RSYNC_RSH here if set, else the job's default."""
-    return shlex.split(os.environ.get("RSYNC_RSH") or str(job["default_rsh"]))
 
 
 def reach(job: dict[str, Any]) -> None:
@@ -43,7 +38,7 @@ def reach(job: dict[str, Any]) -> None:
     rsh = remote_shell(job)
 
     def one(host: str) -> dict[str, Any]:
-        argv = [*rsh, host, "docker", "version", "--format", "{{.Server.Version}}"]
+        argv = [*fast_shell(rsh, host), host, "docker", "version", "--format", "{{.Server.Version}}"]
         try:
             done = subprocess.run(
                 argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False
@@ -99,7 +94,7 @@ def send(job: dict[str, Any]) -> None:
 def load(rsh: list[str], host: str) -> subprocess.Popen[bytes]:
     """`docker load` on the target through the remote shell, reading from a pipe of ours."""
     return subprocess.Popen(
-        [*rsh, host, "docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        [*fast_shell(rsh, host), host, "docker", "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
 

@@ -1,7 +1,8 @@
 """Test the fabric between nodes: listen on the head's master port, connect from a worker.
 
-The head's listener also runs inside its `facts` call (`check`), so that the workers connect
-while every node gathers its facts: see `listener`.
+In `check` both run inside the nodes' `facts` calls, so that the connections are made while
+every node gathers its facts, in one call per node: the head's `listener`, each worker's
+`connector`.
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from launcher.node.scripts.common import emit, run_directory  # inlined when sent
+
+RETRY = 0.05  # seconds between a worker's tries while the head is not listening yet
 
 
 def listener(address: str, port: int, expect: int, seconds: float) -> tuple[dict[str, Any], threading.Thread]:
@@ -50,6 +54,38 @@ def listener(address: str, port: int, expect: int, seconds: float) -> tuple[dict
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     return said, thread
+
+
+def connector(address: str, port: int, seconds: float) -> Callable[[], str]:
+    """Connect to address:port in a thread, trying again while it is refused (the head starts
+    listening inside its own facts call, a moment after this one starts) until `seconds`
+    have passed; a function that waits for it: "yes", or why not."""
+    said = {"connected": "not tried"}
+    deadline = time.time() + seconds
+
+    def attempt() -> None:
+        while True:
+            try:
+                socket.create_connection((address, port), timeout=max(0.1, deadline - time.time())).close()
+                said["connected"] = "yes"
+                return
+            except ConnectionRefusedError as exc:
+                said["connected"] = exc.strerror or str(exc)
+                if time.time() + RETRY >= deadline:
+                    return
+                time.sleep(RETRY)
+            except OSError as exc:
+                said["connected"] = f"{exc.strerror or exc}"
+                return
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+
+    def result() -> str:
+        thread.join()
+        return said["connected"]
+
+    return result
 
 
 def listen(directory: str, address: str, port: str, expect: str, seconds: str) -> None:

@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 
 from launcher.node.scripts.common import emit, run_directory, take_json  # inlined when sent
 from launcher.node.scripts.manifest import cache_key, load_cache  # inlined when sent
+from launcher.node.scripts.rsh import fast_shell, remote_shell  # inlined when sent
 
 PROGRESS = re.compile(rb"^\s*([\d,]+)\s+\d+%")
 SENT = b"SPARK_LAUNCH_SENT "  # rsync's out-format line for each file it sent (core.sync.transfer)
@@ -41,14 +42,10 @@ ESCAPED = re.compile(rb"\\#([0-7]{3})")  # how rsync writes an unprintable byte 
 BEAT = 0.5  # seconds between progress lines: also how soon a vanished launcher is noticed
 
 
-def remote_shell(job: dict[str, Any]) -> str:
-    """The remote shell rsync uses: $RSYNC_RSH here if set, else the job's default."""
-    return os.environ.get("RSYNC_RSH") or str(job["default_rsh"])
-
-
 def reach(job: dict[str, Any]) -> None:
     """Run `rsync --version` on the target through the remote shell; say what failed."""
-    rsh = remote_shell(job)
+    words = remote_shell(job)
+    rsh = shlex.join(words)
     local = (
         subprocess.run(["rsync", "--version"], capture_output=True, check=False) if _has("rsync") else None
     )
@@ -56,7 +53,7 @@ def reach(job: dict[str, Any]) -> None:
         return emit(ok=False, rsh=rsh, failed="rsync", error="rsync is not installed on this node")
     try:
         done = subprocess.run(
-            [*shlex.split(rsh), job["host"], "rsync", "--version"],
+            [*fast_shell(words, job["host"]), job["host"], "rsync", "--version"],
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -80,7 +77,7 @@ def send(directory: str, job: dict[str, Any]) -> None:
     """Run rsync with the job's files; progress lines until it ends; stop it if we are cut off."""
     events = sys.stderr if job.get("relay") else sys.stdout
     argv = list(job["argv"])
-    env = dict(os.environ, RSYNC_RSH=remote_shell(job))
+    env = dict(os.environ, RSYNC_RSH=shlex.join(fast_shell(remote_shell(job), job["host"])))
     server = None
     if job.get("relay"):
         sock_path = os.path.join(directory, "sync", f"relay-{os.getpid()}.sock")
