@@ -80,18 +80,63 @@ def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "Missing argument" in err
 
 
-def test_cold_plan_imports_no_ssh_or_vllm_and_prints_no_traceback(tmp_path: Path) -> None:
+# All that planning one deployment offline may import of the launcher (`plan`, `validate`): each
+# module more is start-up time (a dataclass most of a millisecond). The endpoint, the editor
+# schema, the node side and the progress printer are imported where they are used.
+PLAN_PATH = {
+    "launcher",
+    "launcher.cache",
+    "launcher.catalogs",
+    "launcher.errors",
+    "launcher.load",
+    "launcher.cli",
+    "launcher.cli.common",
+    "launcher.cli.lazy",
+    "launcher.cli.main",
+    "launcher.cli.spec_commands",
+    "launcher.core",
+    "launcher.core.fleet",
+    "launcher.core.plan",
+    "launcher.core.render",
+    "launcher.core.rows",
+    "launcher.core.terminal",
+    "launcher.core.views",
+    "launcher.core.vllm",
+    "launcher.core.vllm.argv",
+    "launcher.core.vllm.catalog",
+    "launcher.core.vllm.models",
+    "launcher.core.vllm.releases",
+}
+PLAN_PACKAGES = ("launcher.core.rules", "launcher.core.spec")  # the rules table and the spec: all of them
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", QWEN],
+        ["plan", str(ROOT / "configs" / "demo.yaml"), "--json"],
+        ["validate", str(ROOT / "configs" / "dense-2x-spark.yaml")],
+    ],
+    ids=["plan", "plan-json", "validate"],
+)
+def test_cold_plan_imports_only_the_planning_path(args: list[str]) -> None:
     probe = (
-        "import sys, runpy; sys.argv=['spark-launch', 'plan', sys.argv[1]];\n"
+        "import json, sys, runpy; sys.argv=['spark-launch', *sys.argv[1:]];\n"
         "try:\n    runpy.run_module('launcher', run_name='__main__')\n"
         "except SystemExit as e:\n"
-        "    heavy = sorted(m for m in sys.modules\n"
-        "                   if m.split('.')[0] in ('fabric','paramiko','vllm','torch','invoke'))\n"
-        "    print('HEAVY', heavy, file=sys.stderr); raise"
+        "    print('MODULES', json.dumps(sorted(sys.modules)), file=sys.stderr); raise"
     )
-    done = subprocess.run([sys.executable, "-c", probe, QWEN], capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "HEAVY []" in done.stderr
+    modules = set(json.loads(done.stderr.rpartition("MODULES ")[2]))
+    assert not {m for m in modules if m.split(".")[0] in ("fabric", "paramiko", "vllm", "torch", "invoke")}
+    ours = {m for m in modules if m.split(".")[0] == "launcher"}
+    assert sorted(ours - PLAN_PATH - {m for m in ours if m.startswith(PLAN_PACKAGES)}) == []
+    assert "launcher.core.plan" in ours  # it planned
+    assert "textwrap" not in modules  # piped output is never wrapped
+
+
+def test_a_bad_spec_prints_no_traceback(tmp_path: Path) -> None:
     bad = write(tmp_path, {"name": "x", "nodes": "oops"})
     done = subprocess.run(
         [sys.executable, "-m", "launcher", "plan", str(bad)], capture_output=True, text=True, check=False

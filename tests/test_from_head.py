@@ -28,7 +28,8 @@ from launcher.core.checks.probe import hash_rows
 from launcher.core.plan import Plan
 from launcher.core.spec.yamlsource import load_document
 from launcher.core.sync.manifest import FileEntry, Manifest
-from launcher.core.vllm.models import ModelFiles, Sources
+from launcher.core.vllm.models import ModelFiles
+from launcher.core.vllm.sources import Sources
 from launcher.errors import SpecError
 from launcher.load import plan_file
 from launcher.node.executor import NodeError

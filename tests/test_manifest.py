@@ -225,6 +225,7 @@ def transfer(tmp_path: Path, source: Path, target: Path, attest: dict[str, str])
         "root": str(source),
         "default_rsh": "ssh",
         "relay": False,
+        "host": "localhost",  # whom the remote shell would reach: a local rsync reaches none
     }
     (tmp_path / "job.json").write_text(json.dumps(job))
     done = subprocess.run(

@@ -9,6 +9,7 @@ import pytest
 
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.rules.base import in_range
+from launcher.core.spec import pep440
 from launcher.core.spec.pep440 import parse
 from launcher.core.vllm.models import ModelFiles
 from launcher.core.vllm.releases import UnknownRules, release_for, same_release
@@ -59,6 +60,31 @@ def test_the_order_is_the_one_pip_uses() -> None:
 def test_what_is_no_version_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="not a PEP 440 version"):
         parse(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "short"),
+    [
+        ("0", True),
+        ("0.33.0", True),
+        ("007.1", True),
+        ("1.2.3.4.5.6.7.8", True),
+        ("1.2.3.4.5.6.7.8.9", False),
+        ("1234567890", False),
+        ("\u0663.\u0662", False),
+        ("1.2.", False),
+        ("v1.2", False),
+        ("1.2+3", False),
+    ],
+)
+def test_a_bare_release_is_read_without_the_pattern_as_the_pattern_reads_it(text: str, short: bool) -> None:
+    found = pep440._pattern().fullmatch(text)
+    release = pep440._release_only(text)  # the shortcut: a cold start compiles no pattern for 0.33.0
+    assert (release is not None) == short
+    if release is not None:
+        assert found is not None and found.group() == found["release"]
+        assert release == tuple(int(p) for p in found["release"].split("."))
+        assert parse(text) == pep440.Version(0, release)
 
 
 # version -> (whose rules, which committed catalog, words of why; None: nothing to explain)

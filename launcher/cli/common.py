@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
-from launcher.cli.progress import Printer
 from launcher.errors import SparkLaunchError, SpecError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
@@ -93,6 +92,8 @@ def reach_nodes(
     reached (no later call waits on one of them again)."""
     if not reach:
         return {}
+    from launcher.cli.progress import Printer
+
     Printer().info(connecting(len(names), ssh_config))
     return executor.reach(names)
 
@@ -126,6 +127,7 @@ def open_deployments(
     names its nodes that could not be reached (`Cluster.unreachable`). What this machine
     cannot read for a plan comes from the head (commands.planning).
     """
+    from launcher.cli.progress import Printer
     from launcher.commands.endpoint import Endpoint
     from launcher.commands.fleet import Deployments
     from launcher.commands.planning import fleet_for_nodes

@@ -29,8 +29,9 @@ from launcher.core.spec.deployments import deployment_specs
 from launcher.core.spec.sections import Spec, SpecFile, VllmSection
 from launcher.core.spec.yamlsource import Document
 from launcher.core.vllm.catalog import Catalog, catalog_from_dict
-from launcher.core.vllm.models import ModelFiles, Sources
+from launcher.core.vllm.models import ModelFiles
 from launcher.core.vllm.releases import Release, same_release
+from launcher.core.vllm.sources import Sources
 from launcher.errors import Problem
 from launcher.load import committed_catalog, fleet_of, local_model_files
 from launcher.node.agent import Agent

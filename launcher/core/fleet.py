@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from launcher.core.endpoint import EndpointPlan, endpoint_plan, route
 from launcher.core.plan import Plan
 from launcher.core.spec.deployments import deployment_names
 from launcher.core.spec.sections import Spec, SpecFile
 from launcher.errors import Problem, SparkLaunchError
+
+if TYPE_CHECKING:  # imported by the spec files that have an endpoint: not paid by every plan
+    from launcher.core.endpoint import EndpointPlan
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ def build_fleet(file: SpecFile, specs: tuple[Spec, ...], plans: tuple[Plan, ...]
     deployed = tuple(Deployed(n, s, p) for n, s, p in zip(deployment_names(file), specs, plans, strict=True))
     endpoint = None
     if file.endpoint is not None:
+        from launcher.core.endpoint import endpoint_plan, route
+
         routes = tuple(route(d.name, d.spec, d.plan) for d in deployed)
         endpoint = endpoint_plan(file.name, file.nodes[0], file.endpoint, routes, file.env, file.secrets)
     return Fleet(file.name, bool(file.deployments), deployed, endpoint)

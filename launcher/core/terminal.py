@@ -3,7 +3,6 @@ terminal and says whether it is one; piped output stays unwrapped and unmarked, 
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 
 STYLES = {"fail": "1;31", "warn": "33", "ok": "32", "dim": "2"}
@@ -20,6 +19,8 @@ class Screen:
         """`lead` + `text`, the text wrapped at spaces to the width, continuations indented `indent`."""
         if self.width is None or len(lead) + len(text) <= self.width:
             return [lead + text]
+        import textwrap  # on a terminal only: piped output, the usual `plan`, is never wrapped
+
         return textwrap.wrap(
             text,
             max(self.width, indent + 20),

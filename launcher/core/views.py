@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from launcher.core.endpoint import CONFIG_FILE, ROUTER_PIN, EndpointPlan
 from launcher.core.fleet import Fleet
 from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
 from launcher.core.render import pretty_command, shown_word
@@ -13,10 +12,10 @@ from launcher.core.spec.pep440 import parse
 from launcher.core.spec.sections import spec_schema
 from launcher.core.terminal import PLAIN, Screen
 from launcher.core.vllm.catalog import Catalog
-from launcher.core.vllm.serve_schema import serve_schema
 from launcher.errors import one_line
 
-if TYPE_CHECKING:  # the dry run's calls: `plan` itself needs none of the node side
+if TYPE_CHECKING:  # the dry run's calls, the endpoint's plan: a plan of one deployment needs neither
+    from launcher.core.endpoint import EndpointPlan
     from launcher.core.remote import Call
 
 # Where a value comes from, as the plan's text says it in brackets.
@@ -26,6 +25,8 @@ LEGEND = "source: spec, launcher, vllm-default, model"
 def editor_schema(catalogs: list[Catalog], only: str | None = None) -> dict[str, Any]:
     """The spec's JSON Schema with `serve` described per release, chosen by vllm.version (or
     vllm.flags_from); `only`: that release's `serve` for every spec, for editors without if/then."""
+    from launcher.core.vllm.serve_schema import serve_schema  # `schema` only
+
     schema = spec_schema()
     excluded = (*LAUNCHER_ONLY, *SPEC_OWNED, *SECRET_OPTIONS)
     for catalog in catalogs:
@@ -185,6 +186,8 @@ def _pretty_data(data: str) -> str:
 
 def endpoint_dict(endpoint: EndpointPlan) -> dict[str, Any]:
     """The endpoint as `plan --json` prints it."""
+    from launcher.core.endpoint import ROUTER_PIN
+
     return {
         "router": ROUTER_PIN,
         "node": endpoint.node.name,
@@ -229,6 +232,8 @@ def fleet_text(fleet: Fleet, screen: Screen = PLAIN) -> str:
 
 def endpoint_text(endpoint: EndpointPlan) -> str:
     """The endpoint: where it listens, what it routes where, its exact command and config."""
+    from launcher.core.endpoint import CONFIG_FILE, ROUTER_PIN
+
     out = [f"### endpoint {endpoint.url} ({ROUTER_PIN} on {endpoint.node.name}), plan {endpoint.digest}"]
     out += [f"  {r.model:<20} -> {r.url}  (deployment {r.deployment})" for r in endpoint.routes]
     out += ["", f"== {endpoint.node.name} (the endpoint)"]

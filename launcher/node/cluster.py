@@ -14,7 +14,7 @@ from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
 from launcher.core.spec.reach import Reach
 from launcher.core.spec.sections import Spec
-from launcher.core.vllm.models import Sources
+from launcher.core.vllm.sources import Sources
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out

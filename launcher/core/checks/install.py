@@ -7,8 +7,8 @@ from typing import Any
 
 from launcher.core.checks.report import Row, each, same
 from launcher.core.spec.sections import Spec
-from launcher.core.vllm.models import Sources
 from launcher.core.vllm.releases import same_release
+from launcher.core.vllm.sources import Sources
 
 
 def vllm_rows(spec: Spec, facts: Mapping[str, Mapping[str, Any]]) -> list[Row]:

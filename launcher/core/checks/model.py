@@ -26,7 +26,7 @@ from launcher.core.sync.manifest import (
     needs_weights,
     refusals,
 )
-from launcher.core.vllm.models import Sources
+from launcher.core.vllm.sources import Sources
 
 SHOWN = 10  # differing files shown one per row; the rest are counted
 FIX = "spark-launch sync models SPEC copies it from the head and verifies it"

@@ -28,7 +28,7 @@ IFACE_NAME = re.compile(r"[A-Za-z0-9._@][A-Za-z0-9._@-]{0,14}\Z")
 # digits, '.', '_', '-' (and '+' in a user name) only, never a shell metacharacter.
 SSH_TARGET = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9._+-]*@)?[A-Za-z0-9_][A-Za-z0-9._-]*(?::(\d{1,5}))?\Z")
 SSH_TARGET_HINT = "use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535)"
-IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z")
+IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z"  # compiled when first used: a container spec
 MAX_GPUS = 64
 ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
 NO_NODES = Problem(("nodes",), "needs at least one node", "list the machines; the first is rank 0")
@@ -154,7 +154,7 @@ def _check_vllm(section: VllmSection) -> list[Problem]:
         problems.append(Problem(("vllm", needed), f"is required with runtime {section.runtime}", what))
     if section.venv is not None:
         problems += _check_venv(section.venv)
-    if section.image is not None and not IMAGE.match(section.image):
+    if section.image is not None and not re.match(IMAGE, section.image):
         problems.append(
             Problem(
                 ("vllm", "image"),

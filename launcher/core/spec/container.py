@@ -15,7 +15,8 @@ from typing import Literal
 from launcher.core.spec.schema import doc
 from launcher.errors import Problem
 
-SIZE = re.compile(r"[1-9][0-9]*[bkmg]?\Z", re.IGNORECASE)
+# Patterns of container specs only, compiled when first used (re keeps them): not by every plan.
+SIZE = r"(?i)[1-9][0-9]*[bkmg]?\Z"
 WHERE = ("vllm", "container")
 
 
@@ -63,7 +64,7 @@ CACHE_ENV = {
     "TORCHINDUCTOR_CACHE_DIR": f"{CACHE_TARGET}/torchinductor",
     "TRITON_CACHE_DIR": f"{CACHE_TARGET}/triton",
 }
-VOLUME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+VOLUME = r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z"
 
 
 def check_container(section: ContainerSection, runtime: str, model_path: str) -> list[Problem]:
@@ -86,7 +87,7 @@ def check_container(section: ContainerSection, runtime: str, model_path: str) ->
                 "docker's default /dev/shm is 64 MB, too small for vLLM: e.g. shm_size: 16g",
             )
         )
-    if section.shm_size is not None and not SIZE.match(section.shm_size):
+    if section.shm_size is not None and not re.match(SIZE, section.shm_size):
         problems.append(Problem(shm, f"{section.shm_size!r} is not a size", 'write it like "16g" or "512m"'))
     for key in ("memlock", "stack"):
         value = getattr(section, key)
@@ -94,7 +95,7 @@ def check_container(section: ContainerSection, runtime: str, model_path: str) ->
             problems.append(
                 Problem((*WHERE, key), f"{value} is not a limit", "use -1 (unlimited) or a number of bytes")
             )
-    if section.compile_cache != "none" and not VOLUME.match(section.compile_cache):
+    if section.compile_cache != "none" and not re.match(VOLUME, section.compile_cache):
         problems.append(
             Problem(
                 (*WHERE, "compile_cache"),

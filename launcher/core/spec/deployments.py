@@ -28,7 +28,7 @@ from launcher.errors import Problem
 
 Path = tuple[str | int, ...]
 ENDPOINT = "endpoint"  # the endpoint's run directory beside the deployments': no deployment's name
-ROUTER_BIN = re.compile(r"/[^\s=:]*\Z")
+ROUTER_BIN = r"/[^\s=:]*\Z"  # compiled when first used: a spec with an endpoint
 MODEL_REQUIRED = Problem(("model",), "is required", "or list the models under deployments:")
 
 
@@ -154,7 +154,7 @@ def _check_endpoint(endpoint: EndpointSection) -> list[Problem]:
     problems = []
     if not 0 < endpoint.port < 65536:
         problems.append(Problem(("endpoint", "port"), f"must be a port number, got {endpoint.port}"))
-    if not ROUTER_BIN.match(endpoint.venv):
+    if not re.match(ROUTER_BIN, endpoint.venv):
         problems.append(
             Problem(
                 ("endpoint", "venv"),

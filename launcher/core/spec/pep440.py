@@ -9,12 +9,12 @@ Written here rather than taken from `packaging`: the core stays free of dependen
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
 # PEP 440, appendix B (the canonical pattern), with a bound on each number.
-_PATTERN = re.compile(
-    r"""
+_PATTERN = r"""
     v?
     (?:(?P<epoch>\d{1,4})!)?
     (?P<release>\d{1,9}(?:\.\d{1,9}){0,7})
@@ -22,14 +22,12 @@ _PATTERN = re.compile(
     (?P<post>(?:-(?P<post_n1>\d{1,9}))|(?:[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>\d{1,9})?))?
     (?P<dev>[-_.]?dev[-_.]?(?P<dev_n>\d{1,9})?)?
     (?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?
-    """,
-    re.VERBOSE | re.IGNORECASE,
-)
+    """
 MAX_LENGTH = 96  # a version names cache files: no more than a real one ever needs
 _PRE = {"a": "a", "alpha": "a", "b": "b", "beta": "b", "c": "rc", "rc": "rc", "pre": "rc", "preview": "rc"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # its own __eq__ and __hash__, by _key: none generated for nothing
 class Version:
     """One PEP 440 version, normalised; compares in PEP 440's order."""
 
@@ -106,9 +104,25 @@ def _local_key(local: tuple[str, ...]) -> tuple[object, ...]:
     return (1, *((1, int(s), "") if s.isdigit() else (0, 0, s) for s in local))
 
 
+@functools.cache
+def _pattern() -> re.Pattern[str]:
+    return re.compile(_PATTERN, re.VERBOSE | re.IGNORECASE)
+
+
+def _release_only(text: str) -> tuple[int, ...] | None:
+    """The numbers of a bare release (0.33.0) as the pattern reads them; None for any other text."""
+    parts = text.split(".")
+    if len(parts) <= 8 and all(0 < len(p) <= 9 and p.isascii() and p.isdigit() for p in parts):
+        return tuple(int(p) for p in parts)
+    return None
+
+
 def parse(text: str) -> Version:
     """A PEP 440 version from its text (case, separators and a leading v as PEP 440 allows)."""
-    found = _PATTERN.fullmatch(text) if len(text) <= MAX_LENGTH else None
+    release = _release_only(text)
+    if release is not None:  # the usual version, read without compiling the pattern (a cold start's cost)
+        return Version(0, release)
+    found = _pattern().fullmatch(text) if len(text) <= MAX_LENGTH else None
     if found is None:
         raise ValueError(f"not a PEP 440 version: {text!r}")
     pre = None

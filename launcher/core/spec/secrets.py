@@ -42,6 +42,8 @@ def secret_name(name: str) -> bool:
 
 def token_kind(value: str) -> str | None:
     """What kind of well-known token the value holds (a Hugging Face token, ...), or None."""
+    if TOKEN.search(value) is None:  # the usual answer, without compiling each shape's own pattern
+        return None
     for kind, shape in TOKEN_SHAPES:
         if re.search(rf"(?<![A-Za-z0-9_-]){shape}", value):
             return kind

@@ -79,17 +79,6 @@ class ModelFiles:
         return f"{self.node}:{where}" + (" (as read earlier, kept on this machine)" if self.cached_at else "")
 
 
-@dataclass(frozen=True)
-class Sources:
-    """Where a plan's inputs came from, when it was made for the nodes: `check` shows it, and
-    holds every node's config.json to the one planned from."""
-
-    model: ModelFiles
-    catalog: Catalog
-    learned: str | None = None  # how a catalog that is not committed was had; None: committed
-    head_seconds: float | None = None  # the call asking the head, when one was needed
-
-
 def facts_of(files: ModelFiles, model: ModelSection, catalog: Catalog) -> ModelFacts:
     """What the files and the spec's model section tell this release's vLLM."""
     return model_facts(
