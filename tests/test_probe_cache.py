@@ -129,3 +129,22 @@ def test_a_change_the_answer_depends_on_is_asked_anew(cluster: Cluster, tmp_path
         assert set(found["error"]) == {"n2"}
     else:
         assert set(found["error"]) == {"n1", "n2"}
+
+
+def test_the_agent_reads_the_probes_answer_by_the_probes_own_marker_without_importing_it() -> None:
+    """The launcher's copy of the marker is the probe script's, and the agent (imported by every
+    command that reaches a node) does not import the probe script, whose imports are a vLLM
+    venv's concern (importlib.metadata, argparse, sysconfig: 40 ms of every start-up)."""
+    import subprocess
+
+    from launcher.node import agent
+    from launcher.node.scripts import probe
+
+    assert agent.PROBE_MARKER == probe.MARKER
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, launcher.node.agent; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "launcher.node.scripts.probe" not in loaded

@@ -25,9 +25,9 @@ from launcher.core.sync.manifest import Manifest
 from launcher.errors import ExitStatus
 from launcher.node.executor import Executor, NodeError, Result, Stream
 from launcher.node.scripts import bundle
-from launcher.node.scripts.probe import MARKER as PROBE_MARKER
 
 T = TypeVar("T")
+PROBE_MARKER = "SPARK_LAUNCH_PROBE "  # the probe's answer line starts so (node/scripts/probe.py MARKER)
 FORGED = (
     "spark-launch reads every node's answer strictly: nothing it asked for was acted on; "
     "look at what runs as python3 on that node, and at the scripts' output there"
