@@ -1,10 +1,12 @@
-"""What the nodes open to each other (fast tier, real sockets and the real OpenSSH client here,
-no SSH connection made): a worker's connection to the head inside its facts call, and the
-remote shell of the node-to-node copies, AES-GCM first unless a configuration chose."""
+"""What a node's facts call and copies open (fast tier: real sockets, the real OpenSSH client
+here, no SSH connection made): a worker's connection to the head inside its facts call, the
+slow tools that call asks run side by side, and the remote shell of the node-to-node copies,
+AES-GCM first unless a configuration chose."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -72,6 +74,43 @@ def test_a_workers_facts_call_connects_to_the_head_and_answers_how_it_went(tmp_p
     answer = facts(json.loads(done.stdout.splitlines()[-1]))
     assert answer["connected"] == "yes" and said["peers"] == ["127.0.0.1"]
     assert answer["network"]["holds_address"]  # and the facts themselves, in the same answer
+
+
+FAKE_SMI = """#!/bin/sh
+# FAKE nvidia-smi (no GPU here): each of the facts call's three queries says it started, then
+# waits (at most 10 s) until the other two started too: one after the other, they never would.
+touch "$STARTS/$$"
+n=0
+while [ "$(ls "$STARTS" | wc -l)" -lt 3 ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+[ "$(ls "$STARTS" | wc -l)" -ge 3 ] || exit 1
+case "$1" in
+  -q) printf 'Driver Version                            : 580.95.05\nCUDA Version : 13.0\n' ;;
+  *) echo "NVIDIA GB10, [N/A], [N/A], 580.95.05" ;;
+esac
+"""
+
+
+def test_the_facts_calls_nvidia_smi_queries_run_side_by_side(tmp_path: Path) -> None:
+    tools, starts = tmp_path / "bin", tmp_path / "starts"
+    tools.mkdir()
+    starts.mkdir()
+    (tools / "nvidia-smi").write_text(FAKE_SMI)
+    (tools / "nvidia-smi").chmod(0o755)
+    request = {"venv": str(tmp_path / "no-venv"), "interface": "lo", "address": "127.0.0.1"}
+    done = subprocess.run(
+        ["python3", "-S", "-", "facts", str(tmp_path), json.dumps(request)],
+        input=bundle("facts"),
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        check=True,
+        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "STARTS": str(starts)},
+    )
+    answer = facts(json.loads(done.stdout.splitlines()[-1]))
+    assert len(list(starts.iterdir())) == 3  # each query once
+    assert answer["host"]["gpus"] == ["NVIDIA GB10, [N/A], [N/A], 580.95.05"]
+    assert answer["host_details"]["nvidia"]["cuda"] == "13.0"
+    assert [g["name"] for g in answer["memory"]["gpus"] or []] == ["NVIDIA GB10"]
 
 
 @pytest.fixture

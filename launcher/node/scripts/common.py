@@ -18,16 +18,52 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any
 
 MARKER = "SPARK_LAUNCH_RUN"
 LABEL = "spark-launch.cluster"  # on every container spark-launch starts: <cluster>
+_AHEAD: dict[tuple[str, ...], tuple[threading.Thread, dict[str, Any]]] = {}  # see `ahead`
 
 
 def emit(**fields: Any) -> None:
     """Print the one JSON line the launcher reads."""
     sys.stdout.write(json.dumps(fields) + "\n")
     sys.stdout.flush()
+
+
+def ahead(commands: list[list[str]], timeout: float | None) -> None:
+    """Start each command now, each on a thread of its own, for `ran` to collect: the slow tools
+    a script asks (every nvidia-smi initializes the driver, a fraction of a second) run side by
+    side instead of one after the other."""
+    for argv in commands:
+        box: dict[str, Any] = {}
+
+        def run(argv: list[str] = argv, box: dict[str, Any] = box) -> None:
+            try:
+                box["done"] = subprocess.run(
+                    argv, capture_output=True, text=True, timeout=timeout, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                box["error"] = exc
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        _AHEAD[tuple(argv)] = (thread, box)
+
+
+def ran(argv: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
+    """`argv` run with its output captured as text, as subprocess.run does it (OSError and
+    TimeoutExpired raised alike); the answer of the same command started `ahead`, if it was."""
+    started = _AHEAD.pop(tuple(argv), None)
+    if started is None:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    thread, box = started
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    done: subprocess.CompletedProcess[str] = box["done"]
+    return done
 
 
 def read_json(path: str, default: Any = None) -> Any:

@@ -9,15 +9,17 @@ import sys
 from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
+    ahead,
     container_state,
     emit,
     image_info,
     our_processes,
+    ran,
     read_json,
     read_text,
     run_directory,
 )
-from launcher.node.scripts.hostinfo import host_details  # inlined when sent
+from launcher.node.scripts.hostinfo import DOCKER_DRIVER, SMI_QUERY, host_details  # inlined when sent
 from launcher.node.scripts.inputs import (  # inlined when sent
     engine_env,
     image_probe_key,
@@ -27,9 +29,15 @@ from launcher.node.scripts.inputs import (  # inlined when sent
 )
 from launcher.node.scripts.installed import dist_version, fingerprint, vllm_distribution  # inlined when sent
 from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
-from launcher.node.scripts.memory import memory_facts  # inlined when sent
+from launcher.node.scripts.memory import GPU_QUERY, memory_facts  # inlined when sent
 from launcher.node.scripts.net import connector, listener  # inlined when sent
 from launcher.node.scripts.stacks import tool_facts  # inlined when sent
+
+GPU_NAMES = [
+    "nvidia-smi",
+    "--query-gpu=name,memory.total,memory.used,driver_version",
+    "--format=csv,noheader",
+]
 
 
 def site_packages(venv: str) -> str | None:
@@ -126,17 +134,7 @@ def host_facts() -> dict[str, Any]:
         if line.startswith(("MemTotal:", "MemAvailable:")):
             facts[line.split(":")[0]] = int(line.split()[1]) * 1024
     try:
-        done = subprocess.run(
-            [
-                "nvidia-smi",
-                "--query-gpu=name,memory.total,memory.used,driver_version",
-                "--format=csv,noheader",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
+        done = ran(GPU_NAMES, 20)
         if done.returncode == 0:
             facts["gpus"] = [line.strip() for line in done.stdout.splitlines() if line.strip()]
     except (OSError, subprocess.TimeoutExpired):
@@ -186,6 +184,9 @@ def facts(directory: str, request: str) -> None:
     listening yet, and says how that went ("connected").
     """
     ask = json.loads(request)
+    # The slow tools, side by side from the start (each nvidia-smi initializes the driver).
+    ahead([GPU_NAMES, GPU_QUERY, *([SMI_QUERY] if ask.get("smi", True) else [])], 20)
+    ahead([DOCKER_DRIVER] if ask.get("docker") else [], 60)
     reaching = None
     if ask.get("connect"):
         to = ask["connect"]

@@ -19,11 +19,13 @@ import re
 import subprocess
 from typing import Any
 
-from launcher.node.scripts.common import docker, read_text  # inlined when sent
+from launcher.node.scripts.common import ran, read_text  # inlined when sent
 from launcher.node.scripts.installed import dist_version  # inlined when sent
 from launcher.node.scripts.rdma import rdma_devices, rdma_of, sys_text  # inlined when sent
 
 NCCL_DISTS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")
+SMI_QUERY = ["nvidia-smi", "-q"]
+DOCKER_DRIVER = ["docker", "info", "--format", "{{.Driver}}"]
 DRIVER = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 SMI_FIELD = re.compile(r"^\s*(Driver Version|CUDA(?: Driver)? Version)\s*:\s*(\S+)", re.M)
 
@@ -63,7 +65,7 @@ def nvidia_versions(proc: str, smi_text: str | None) -> dict[str, str | None]:
 def smi_query() -> str | None:
     """`nvidia-smi -q`, or None where there is no NVIDIA driver."""
     try:
-        done = subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, timeout=20, check=False)
+        done = ran(SMI_QUERY, 20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout if done.returncode == 0 else None
@@ -137,8 +139,8 @@ def nccl_version(site: str | None) -> str | None:
 def storage_driver() -> str | None:
     """The Docker engine's storage driver (overlay2, ...), or None without docker."""
     try:
-        done = docker("info", "--format", "{{.Driver}}")
-    except OSError:
+        done = ran(DOCKER_DRIVER, 60)
+    except (OSError, subprocess.TimeoutExpired):
         return None
     driver = done.stdout.strip() if done.returncode == 0 else ""
     return driver or None

@@ -13,6 +13,8 @@ import os
 import subprocess
 from typing import Any
 
+from launcher.node.scripts.common import ran  # inlined when sent
+
 MEMINFO_KEYS = ("MemTotal", "MemFree", "MemAvailable", "Buffers", "Cached", "Shmem", "SReclaimable")
 GPU_QUERY = [
     "nvidia-smi",
@@ -76,7 +78,7 @@ def parse_gpu_query(text: str) -> list[dict[str, Any]]:
 def gpu_memory() -> list[dict[str, Any]] | None:
     """The GPUs and their memory as nvidia-smi reports them; None when there is no nvidia-smi."""
     try:
-        done = subprocess.run(GPU_QUERY, capture_output=True, text=True, timeout=20, check=False)
+        done = ran(GPU_QUERY, 20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return parse_gpu_query(done.stdout) if done.returncode == 0 else None
