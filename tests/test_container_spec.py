@@ -30,6 +30,7 @@ def test_the_defaults_are_what_a_spark_needs() -> None:
 def test_compiled_kernels_are_kept_in_a_volume_between_starts_unless_turned_off() -> None:
     options = container_options(ContainerSection(), "/models/m")
     assert "--mount=type=volume,source=spark-launch-compile-cache,target=/spark-launch-cache" in options
+    assert "--mount=type=volume,source=spark-launch-compile-cache,target=/tmp/torchinductor_root" in options
     assert "--env=TORCHINDUCTOR_CACHE_DIR=/spark-launch-cache/torchinductor" in options
     off = container_options(ContainerSection(compile_cache="none"), "/models/m")
     assert not [o for o in off if "spark-launch-cache" in o]

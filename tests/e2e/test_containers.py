@@ -261,10 +261,12 @@ def test_the_containers_run_as_planned_with_the_env_from_a_file(served: dict[str
         assert f'"id":"{info["Id"]}"' in calls  # ...whose (FAKE) NVIDIA hook ran for this container
         assert {u["Name"]: u["Hard"] for u in host["Ulimits"]} == {"memlock": 8388608, "stack": 67108864}
         mounts = {m["Destination"]: m for m in info["Mounts"]}
-        assert set(mounts) == {str(BED / "model"), "/spark-launch-cache"}
+        assert set(mounts) == {str(BED / "model"), "/spark-launch-cache", "/tmp/torchinductor_root"}
         assert mounts[str(BED / "model")]["RW"] is False
         cache = mounts["/spark-launch-cache"]  # what the kernels compile to, kept for the next start
         assert (cache["Type"], cache["Name"], cache["RW"]) == ("volume", "spark-launch-compile-cache", True)
+        headers = mounts["/tmp/torchinductor_root"]  # torch's precompiled headers, which ignore the env
+        assert (headers["Type"], headers["Name"]) == ("volume", "spark-launch-compile-cache")
         assert "TORCHINDUCTOR_CACHE_DIR=/spark-launch-cache/torchinductor" in info["Config"]["Env"]
         assert f"SPARK_DEMO_TOKEN={SECRET}" in info["Config"]["Env"]  # delivered, from the env file
         assert not [a for a in [info["Path"], *info["Args"]] if SECRET in a]

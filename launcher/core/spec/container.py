@@ -58,6 +58,11 @@ WHY_DEFAULT = {
     "every start compiles its kernels again",
 }
 CACHE_TARGET = "/spark-launch-cache"  # where the volume appears in the container
+# torch keeps its precompiled C++ headers (inductor's CPU kernels include them) in its default
+# cache directory, $TMPDIR/torchinductor_$USER, whatever TORCHINDUCTOR_CACHE_DIR says
+# (torch/_inductor/codecache.py, _HEADER_DIR): the volume appears there too, for root, the user
+# of vLLM's images. Without it each start compiles them again (about 20 s of the bed's start).
+HEADERS_TARGET = "/tmp/torchinductor_root"
 # Where vLLM, torch inductor and Triton keep their compiled files, pointed into the volume.
 CACHE_ENV = {
     "VLLM_CACHE_ROOT": f"{CACHE_TARGET}/vllm",
@@ -125,9 +130,16 @@ def container_options(section: ContainerSection, model_path: str) -> tuple[str, 
     # --mount, not --volume: a missing model is an error, not an empty directory made on the node.
     options.append(f"--mount=type=bind,source={model_path},target={model_path},readonly")
     if section.compile_cache != "none":
-        options.append(f"--mount=type=volume,source={section.compile_cache},target={CACHE_TARGET}")
+        options += cache_mounts(section.compile_cache)
         options += [f"--env={k}={v}" for k, v in CACHE_ENV.items()]
     return tuple(options)
+
+
+def cache_mounts(volume: str) -> tuple[str, str]:
+    """The compile cache volume's mounts: where the env points vLLM, inductor and Triton, and
+    where torch keeps its precompiled headers."""
+    mount = f"--mount=type=volume,source={volume},target="
+    return mount + CACHE_TARGET, mount + HEADERS_TARGET
 
 
 def container_settings(section: ContainerSection) -> list[tuple[str, object, str | None, str, str]]:
@@ -176,7 +188,7 @@ def changed_from_defaults(section: ContainerSection) -> list[str]:
 
 def _flag(name: str, value: object) -> str | None:
     if name == "compile_cache":
-        return None if value == "none" else f"--mount=type=volume,source={value},target={CACHE_TARGET}"
+        return None if value == "none" else " ".join(cache_mounts(str(value)))
     if name == "gpus":
         return "--gpus=all" if value == "all" else None
     if name in ("memlock", "stack"):
