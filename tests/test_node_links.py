@@ -12,10 +12,11 @@ import socket
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from launcher.core.answers.facts import facts
+from launcher.core.answers.facts import Facts, facts
 from launcher.node.scripts import bundle, net, rsh
 from tests.node_scripts import HANG
 
@@ -24,6 +25,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def facts_here(directory: Path, request: dict[str, Any], env: dict[str, str] | None = None) -> Facts:
+    """The facts script's answer, run here as a node runs it, read by the launcher's reader."""
+    done = subprocess.run(
+        ["python3", "-S", "-", "facts", str(directory), json.dumps(request)],
+        input=bundle("facts"),
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        check=True,
+        env=env,
+    )
+    return facts(json.loads(done.stdout.splitlines()[-1]))
 
 
 def test_a_worker_connects_once_the_head_listens_after_it_began() -> None:
@@ -62,16 +77,8 @@ def test_a_workers_facts_call_connects_to_the_head_and_answers_how_it_went(tmp_p
         "address": "127.0.0.1",
         "connect": {"address": "127.0.0.1", "port": port, "seconds": 30},
     }
-    done = subprocess.run(
-        ["python3", "-S", "-", "facts", str(tmp_path), json.dumps(request)],
-        input=bundle("facts"),
-        capture_output=True,
-        text=True,
-        timeout=HANG,
-        check=True,
-    )
+    answer = facts_here(tmp_path, request)
     thread.join()
-    answer = facts(json.loads(done.stdout.splitlines()[-1]))
     assert answer["connected"] == "yes" and said["peers"] == ["127.0.0.1"]
     assert answer["network"]["holds_address"]  # and the facts themselves, in the same answer
 
@@ -97,16 +104,8 @@ def test_the_facts_calls_nvidia_smi_queries_run_side_by_side(tmp_path: Path) -> 
     (tools / "nvidia-smi").write_text(FAKE_SMI)
     (tools / "nvidia-smi").chmod(0o755)
     request = {"venv": str(tmp_path / "no-venv"), "interface": "lo", "address": "127.0.0.1"}
-    done = subprocess.run(
-        ["python3", "-S", "-", "facts", str(tmp_path), json.dumps(request)],
-        input=bundle("facts"),
-        capture_output=True,
-        text=True,
-        timeout=HANG,
-        check=True,
-        env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "STARTS": str(starts)},
-    )
-    answer = facts(json.loads(done.stdout.splitlines()[-1]))
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "STARTS": str(starts)}
+    answer = facts_here(tmp_path, request, env)
     assert len(list(starts.iterdir())) == 3  # each query once
     assert answer["host"]["gpus"] == ["NVIDIA GB10, [N/A], [N/A], 580.95.05"]
     assert answer["host_details"]["nvidia"]["cuda"] == "13.0"
