@@ -186,7 +186,8 @@ def facts(directory: str, request: str) -> None:
     ask = json.loads(request)
     # The slow tools, side by side from the start (each nvidia-smi initializes the driver).
     ahead([GPU_NAMES, GPU_QUERY, *([SMI_QUERY] if ask.get("smi", True) else [])], 20)
-    ahead([DOCKER_DRIVER] if ask.get("docker") else [], 60)
+    if ask.get("docker"):
+        ahead([DOCKER_DRIVER], 60)
     reaching = None
     if ask.get("connect"):
         to = ask["connect"]
