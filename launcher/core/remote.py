@@ -31,6 +31,10 @@ PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 # The scripts take the standard library only: without `site` (-S) no package installed on the
 # node (nor its .pth start-up hooks) can slow them down or change what they do.
 SCRIPT_PYTHON = f"{PYTHON} -S"
+# A node script's command line runs the first line of its stdin: the loader
+# (node/scripts/loader.py), which reads the script's source after it at once (`python3 -`
+# would read it a byte at a time) and runs it from the bytecode the node keeps for it.
+SCRIPT_STAGE = "import sys;exec(sys.stdin.buffer.readline())"
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
 
 
@@ -41,18 +45,21 @@ class Call:
     command: str
     script: str | None = None  # a node script, by name, fed on stdin
     data: str | None = None  # or this text, fed on stdin (with a script: ahead of its source)
+    loaded: bool = False  # the script's stdin starts with the loader's line instead (SCRIPT_STAGE)
     timeout: float = 60.0
     about: str = ""  # what it does, for the dry run
 
 
 def script(name: str, directory: str, *args: str, timeout: float = 60.0, about: str = "") -> Call:
-    """Run node script `name` with `python3 -S -` on the node's run directory and `args`.
+    """Run node script `name` with `python3 -S` (through the loader) on the node's run
+    directory and `args`.
 
     The script's name is the first argument, so `ps` on the node (and the dry run) says
     which one runs.
     """
     words = [name, directory, *args]
-    return Call(f"{SCRIPT_PYTHON} - {shlex.join(words)}", script=name, timeout=timeout, about=about)
+    command = f"{SCRIPT_PYTHON} -c {shlex.quote(SCRIPT_STAGE)} {shlex.join(words)}"
+    return Call(command, script=name, loaded=True, timeout=timeout, about=about)
 
 
 def node_job(

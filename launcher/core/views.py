@@ -135,7 +135,7 @@ def dry_run_text(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
         for call in calls[n.name]:
             out.append(f"$ {call.command}" + (f"    # {call.about}" if call.about else ""))
             if call.script:
-                out.append(f"  (stdin: the node script {call.script}.py)")
+                out.append(f"  (stdin: {_script_stdin(call)})")
             elif call.data is not None:
                 out += ["  (stdin:)", *(f"  {line}" for line in _pretty_data(call.data).splitlines())]
         out += [
@@ -143,6 +143,11 @@ def dry_run_text(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
             "  " + pretty_command(n.argv).replace("\n", "\n  "),
         ]
     return "\n".join(out)
+
+
+def _script_stdin(call: Call) -> str:
+    """What a script call's stdin gets, in words."""
+    return ("the loader, then " if call.loaded else "") + f"the node script {call.script}.py"
 
 
 def dry_run_json(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
@@ -155,7 +160,7 @@ def dry_run_json(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
                 {
                     "command": call.command,
                     "about": call.about,
-                    "stdin": f"the node script {call.script}.py" if call.script else _data(call.data),
+                    "stdin": _script_stdin(call) if call.script else _data(call.data),
                 }
                 for call in calls[n.name]
             ],

@@ -24,7 +24,7 @@ from launcher.core.sync import calls as sync_calls
 from launcher.core.sync.manifest import Manifest
 from launcher.errors import ExitStatus
 from launcher.node.executor import Executor, NodeError, Result, Stream
-from launcher.node.scripts import bundle
+from launcher.node.scripts import bundle, loader_line
 
 T = TypeVar("T")
 PROBE_MARKER = "SPARK_LAUNCH_PROBE "  # the probe's answer line starts so (node/scripts/probe.py MARKER)
@@ -41,8 +41,11 @@ class NotStarted(NodeError):
 
 
 def stdin_of(call: Call) -> str | None:
-    """What the call's stdin gets: its script's source (after its data, if any), or its data."""
-    return (call.data or "") + bundle(call.script) if call.script else call.data
+    """What the call's stdin gets: its script's source (after the loader's line, or after its
+    data, if any), or its data."""
+    if not call.script:
+        return call.data
+    return (loader_line() if call.loaded else call.data or "") + bundle(call.script)
 
 
 class Agent:

@@ -33,7 +33,8 @@ class TooMuch(Exception):
 
 def too_much(node: str, command: str, exc: TooMuch) -> NodeError:
     """The NodeError for a command that wrote more than we keep."""
-    shown = command if len(command) <= 60 else command[:57] + "..."
+    # Long enough to name a node script past its command line's stage (core.remote.script).
+    shown = command if len(command) <= 100 else command[:97] + "..."
     return NodeError(
         node,
         f"`{shown}` {exc}: stopped it there",

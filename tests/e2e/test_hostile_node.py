@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from launcher.core import remote
 from launcher.node.executor import NodeError
 from launcher.node.output import MAX_HTTP
 from launcher.node.scripts import bundle
@@ -47,8 +48,9 @@ isolated=; if [ "$1" = "-S" ]; then isolated=-S; shift; fi   # node scripts run 
 if [ "$1" != "-" ] && [ "$2" = transfer ] && [ "$4" = send ] && [ -f "$here/relay.json" ]; then
     cat "$here/relay.json" >&2; cat > /dev/null; exit 0   # ask the relay, then hold the stream
 fi
-if [ "$1" = "-" ] && [ -f "$here/$2.sh" ]; then cat > /dev/null; . "$here/$2.sh"; exit 0; fi
-if [ "$1" = "-" ] && [ -f "$here/$2.answer" ]; then cat > /dev/null; cat "$here/$2.answer"; exit 0; fi
+# A node script runs as python3 -S -c STAGE NAME DIR ARGS...
+if [ "$1" = "-c" ] && [ -f "$here/$3.sh" ]; then cat > /dev/null; . "$here/$3.sh"; exit 0; fi
+if [ "$1" = "-c" ] && [ -f "$here/$3.answer" ]; then cat > /dev/null; cat "$here/$3.answer"; exit 0; fi
 exec /usr/bin/python3 $isolated "$@"
 """
 MiB = 1 << 20
@@ -276,7 +278,7 @@ def test_a_stream_flooding_stderr_is_refused_not_waited_on_forever(forge: Callab
     print(f"\nstream flood: {seconds:.1f} s, launcher peak RSS {peak} MiB")
     said_all = done.stdout + done.stderr
     assert done.returncode == 4 and "more than 4 MiB on stderr" in said_all, said_all
-    assert "node node1: `python3 -S - manifest " in said_all, said_all
+    assert f"node node1: `python3 -S -c {shlex.quote(remote.SCRIPT_STAGE)} manifest " in said_all, said_all
     assert peak < 200
 
 

@@ -42,8 +42,8 @@ class ScriptedExecutor:
 
     def _answer(self, node: str, command: str) -> Answer:
         words = shlex.split(command)
-        if words[:3] == ["python3", "-S", "-"]:  # a node script, run without site: as `python3 -` here
-            words = ["python3", *words[2:]]
+        if words[:3] == ["python3", "-S", "-c"]:  # a node script, through the loader: as `python3 -` here
+            words = ["python3", "-", *words[4:]]
         key = words[2] if words[:2] == ["python3", "-"] else "shell"
         with self.lock:
             self.calls.append((node, key, words))

@@ -1,7 +1,9 @@
 """The scripts sent to the nodes, one per job, and how they travel.
 
 Each script is standalone Python (standard library only, 3.8 or newer) run on the node as
-`python3 - NAME DIR ARGS...` with its source on stdin, so nothing is installed on the nodes.
+`python3 -S -c STAGE NAME DIR ARGS...` with its source on stdin, after the loader's line
+(`loader.py`: it keeps the source, and the node's Python its bytecode, for the next call), so
+nothing is installed on the nodes.
 Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`, `traits.py`,
 `rdma.py`, `hostinfo.py`, `rsh.py`) hold what several scripts share, and a script may also borrow
 functions from another script (`from launcher.node.scripts.facts import ...`): `bundle`
@@ -47,6 +49,7 @@ NAMES = (
 )
 # No entry of their own: only ever inlined.
 LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits", "rdma", "hostinfo", "rsh")
+LOADER = "loader"  # sent ahead of a script, as one line (`loader_line`)
 
 
 @functools.cache
@@ -57,6 +60,12 @@ def bundle(name: str) -> str:
     parts: list[str] = []
     _inline(name, parts, set(), entry=True)
     return "\n\n".join(parts) + "\n"
+
+
+@functools.cache
+def loader_line() -> str:
+    """The first line of a script call's stdin: the loader, which reads and runs the rest."""
+    return f"exec({(HERE / f'{LOADER}.py').read_text()!r})\n"
 
 
 def tag(name: str) -> str:
