@@ -2,8 +2,9 @@
 
 The node scripts are standalone: standard library only, Python 3.8 or newer, nothing
 installed on the nodes. The launcher sends one script at a time on the stdin of
-`python3 - NAME DIR ARGS...`, with this file inlined in front of it (see `bundle`). DIR is the
-node's run directory, `~/.spark-launch/<cluster>/<node>`.
+`python3 -S -c STAGE NAME DIR ARGS...` (after the loader's line, see `loader.py`), with this
+file inlined in front of it (see `bundle`). DIR is the node's run directory,
+`~/.spark-launch/<cluster>/<node>`.
 
 Every run spark-launch starts is a session of its own, recorded in state.json, and its
 processes carry SPARK_LAUNCH_RUN=<cluster>/<node>/<run id> in their environment: processes
@@ -17,7 +18,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 from typing import Any
 
@@ -91,6 +91,8 @@ def write_json(path: str, data: Any) -> None:
 def replace_file(path: str, text: str) -> None:
     """Replace a file atomically, through a temporary file beside it that no one can guess or
     plant (created exclusively, mode 0600): a reader sees the old content or the new."""
+    import tempfile  # here: most calls of most scripts write nothing, and it imports much
+
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".spark-launch-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:

@@ -126,9 +126,8 @@ def os_name() -> str | None:
 
 def host_facts() -> dict[str, Any]:
     """Kernel, OS, GPU (nvidia-smi when present) and memory, as reported here."""
-    import platform
-
-    facts: dict[str, Any] = {"gpus": None, "kernel": platform.release(), "os": os_name()}
+    # platform.release() is this, and importing platform costs more than the call
+    facts: dict[str, Any] = {"gpus": None, "kernel": os.uname().release, "os": os_name()}
     meminfo = read_text("/proc/meminfo") or ""
     for line in meminfo.splitlines():
         if line.startswith(("MemTotal:", "MemAvailable:")):
