@@ -53,6 +53,19 @@ def test_an_install_as_recorded_is_hashed_once_then_known_by_its_stats(site: Pat
     assert first["differ"] == first["unknown"] == first["missing"] == []
 
 
+def test_an_unchanged_install_is_answered_from_its_last_answer_not_the_files_cache(
+    site: Path, tmp_path: Path
+) -> None:
+    """Every stat as it was: the answer kept beside the cache, the thousands of entries unread."""
+    first = fingerprint(site, tmp_path)
+    [cache] = (tmp_path / ".spark-launch" / "cache").glob("files-*[0-9a-f].json")
+    cache.write_text("{}")  # read, it would hash every file again
+    again = fingerprint(site, tmp_path)
+    assert again == {**first, "hashed": 0}
+    (site / "pkg/__init__.py").touch()  # a stat changed: the files' cache decides again
+    assert fingerprint(site, tmp_path)["hashed"] == 3
+
+
 def test_a_changed_file_with_its_size_and_mtime_put_back_is_still_caught(site: Path, tmp_path: Path) -> None:
     before = fingerprint(site, tmp_path)
     target = site / "pkg/sub/mod.py"

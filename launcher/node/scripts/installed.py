@@ -116,27 +116,78 @@ def save(path: str, data: Any) -> None:
 
 
 RECORD_ENTRY = "\0RECORD"  # in the cache beside the files' entries: no file's path holds a NUL
+# The answer's shape, in the summary's key: a summary written by another version is not used.
+SUMMARY_FORMAT = 1
+
+
+def record_key(dist: str | None, package: str) -> list[Any] | None:
+    """RECORD's stat, which its parse is kept by; None when there is no RECORD."""
+    if dist is None:
+        return None
+    try:
+        st = os.stat(os.path.join(dist, "RECORD"))
+    except OSError:
+        return None
+    return [dist, package, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
 
 
 def recorded(dist: str | None, package: str, cached: Any) -> tuple[dict[str, str], Any]:
     """RECORD's digests of `package`'s files (`record`), and the cache entry keeping them: read
     again only when RECORD itself changed (its stat), parsed from the cache otherwise."""
-    if dist is None:
+    key = record_key(dist, package)
+    if dist is None or key is None:
         return {}, None
-    try:
-        st = os.stat(os.path.join(dist, "RECORD"))
-    except OSError:
-        return {}, None
-    key = [dist, package, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
     if isinstance(cached, dict) and cached.get("key") == key and isinstance(cached.get("files"), dict):
         return cached["files"], cached
     files = record(dist, package)
     return files, {"key": key, "files": files}
 
 
+def stats_key(site: str, name: str, package: str, files: dict[str, os.stat_result]) -> str:
+    """A hash of everything the answer is decided by: RECORD's stat and every file's stat (as
+    the cache knows each file by), with the path. Equal keys: the same answer."""
+    head = [SUMMARY_FORMAT, site, name, record_key(dist_info(site, name), package)]
+    h = hashlib.sha256(json.dumps(head).encode())
+    h.update(
+        "\0".join(
+            f"{p}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\0{st.st_dev}"
+            for p, st in files.items()
+        ).encode()
+    )
+    return h.hexdigest()
+
+
 def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
-    """{"build": a hash of every file's content, "files", "hashed" (this time), "differ", "unknown"}."""
-    cache_file = os.path.join(CACHE_DIR, "files-" + hashlib.sha256(site.encode()).hexdigest()[:16] + ".json")
+    """{"build": a hash of every file's content, "files", "hashed" (this time), "differ", "unknown"}.
+
+    The last answer is kept beside the cache with the key of every stat it was decided by
+    (`stats_key`): an install whose stats are all as they were is answered from it, with no
+    cache of thousands of entries to read, compare and hash again.
+    """
+    stem = os.path.join(CACHE_DIR, "files-" + hashlib.sha256(site.encode()).hexdigest()[:16])
+    files = package_files(site, package)
+    key = stats_key(site, name, package, files)
+    summary = read_cache(stem + ".summary.json")
+    if isinstance(summary, dict) and summary.get("key") == key and isinstance(summary.get("answer"), dict):
+        return {**summary["answer"], "hashed": 0}
+    answer = fingerprint_files(stem + ".json", site, name, package, files)
+    save(stem + ".summary.json", {"key": key, "answer": {k: v for k, v in answer.items() if k != "hashed"}})
+    return answer
+
+
+def read_cache(path: str) -> Any:
+    """A cache file's content; None when it is missing or not JSON."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def fingerprint_files(
+    cache_file: str, site: str, name: str, package: str, files: dict[str, os.stat_result]
+) -> dict[str, Any]:
+    """The fingerprint of `files` (their stats), each file known by its stat in `cache_file`."""
     try:
         with open(cache_file) as f:
             cache = json.load(f)
@@ -146,7 +197,7 @@ def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
     known_record = cache.pop(RECORD_ENTRY, None)
     recorded_files, record_entry = recorded(dist_info(site, name), package, known_record)
     fresh, hashed = {}, 0
-    for path, st in package_files(site, package).items():
+    for path, st in files.items():
         key = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
         known = cache.get(path)
         if known and known[:5] == key:
