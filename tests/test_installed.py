@@ -138,3 +138,23 @@ def test_the_venvs_vllm_is_found_under_either_distribution_name_with_its_metadat
     )
     facts = json.loads(done.stdout)
     assert (facts["vllm_distribution"], facts["vllm_version"]) == (name, version)
+
+
+def test_the_files_are_walked_as_os_walk_would_links_to_files_followed(site: Path, tmp_path: Path) -> None:
+    """A linked directory is not entered, a linked file counts as its target, a dangling link
+    and bytecode caches are left out."""
+    outside = tmp_path / "outside"
+    (outside / "deep").mkdir(parents=True)
+    (outside / "deep" / "x.py").write_text("x = 0\n")
+    (site / "pkg/linked_dir").symlink_to(outside / "deep")
+    (site / "pkg/linked.py").symlink_to(site / "pkg/sub/mod.py")
+    (site / "pkg/dangling.py").symlink_to(tmp_path / "nowhere.py")
+    (site / "pkg/__pycache__").mkdir()
+    (site / "pkg/__pycache__/mod.cpython-311.pyc").write_bytes(b"\0")
+    code = bundle("facts").split("# ---- facts.py")[0]
+    code += f"\nimport json; print(json.dumps(sorted(package_files({str(site)!r}, 'pkg').items())))\n"
+    done = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, check=True)
+    found = dict(json.loads(done.stdout))
+    assert sorted(found) == sorted([*FILES, "pkg/linked.py"])
+    target = os.stat(site / "pkg/sub/mod.py")
+    assert found["pkg/linked.py"][1] == target.st_ino and found["pkg/linked.py"][6] == target.st_size

@@ -81,25 +81,47 @@ def file_digest(path: str) -> str:
 def package_files(site: str, package: str) -> dict[str, os.stat_result]:
     """Every file under site/package (bytecode caches aside), relative to site, with its stat (a
     link's target's; a dangling link is left out). Linked directories are not entered, as
-    os.walk does not; one pass of scandir, for the thousands of files of a vLLM install."""
-    prefix = os.path.join(os.path.abspath(site), "")
+    os.walk does not; one pass of scandir, for the thousands of files of a vLLM install, each
+    file stat'ed by its name in its open directory (no path to resolve again for every file)."""
     found: dict[str, os.stat_result] = {}
-    folders = [prefix + package]
-    while folders:
-        try:
-            entries = list(os.scandir(folders.pop()))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.is_dir():
-                if entry.name != "__pycache__" and not entry.is_symlink():
-                    folders.append(entry.path)
-                continue
-            try:
-                found[entry.path[len(prefix) :]] = entry.stat()
-            except OSError:
-                continue
+    try:
+        top = os.open(site, DIRECTORY)
+    except OSError:
+        return found
+    try:
+        folders = [package]
+        while folders:
+            _scan(top, folders.pop(), found, folders)
+    finally:
+        os.close(top)
     return found
+
+
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY
+
+
+def _scan(top: int, folder: str, found: dict[str, os.stat_result], folders: list[str]) -> None:
+    """Folder `folder` (relative to the directory `top` is open on): its files' stats into
+    `found`, its folders onto `folders`."""
+    try:
+        fd = os.open(folder, DIRECTORY, dir_fd=top)
+    except OSError:
+        return
+    try:
+        with os.scandir(fd) as entries:  # each entry's stat is taken through fd, still open
+            for entry in entries:
+                if entry.is_dir():
+                    if entry.name != "__pycache__" and not entry.is_symlink():
+                        folders.append(f"{folder}/{entry.name}")
+                    continue
+                try:
+                    found[f"{folder}/{entry.name}"] = entry.stat()
+                except OSError:
+                    continue
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def save(path: str, data: Any) -> None:
