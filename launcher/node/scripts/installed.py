@@ -10,8 +10,6 @@ file RECORD does not know, changes the fingerprint and is named.
 
 from __future__ import annotations
 
-import base64
-import csv
 import hashlib
 import json
 import os
@@ -57,6 +55,8 @@ def vllm_distribution(site: str) -> str | None:
 
 def record(dist: str, package: str) -> dict[str, str]:
     """RECORD's sha256 (urlsafe base64, as wheels write it) of each file under `package`/."""
+    import csv  # here: RECORD is read only when it changed (`recorded`)
+
     out: dict[str, str] = {}
     if not os.path.isfile(os.path.join(dist, "RECORD")):  # an install that recorded nothing
         return out
@@ -71,6 +71,8 @@ def record(dist: str, package: str) -> dict[str, str]:
 
 def file_digest(path: str) -> str:
     """A file's sha256 in RECORD's form."""
+    import base64  # here: a file is hashed only when its stat changed
+
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
