@@ -142,3 +142,8 @@ def test_a_record_compiles_one_function(monkeypatch: pytest.MonkeyPatch) -> None
     body, annotations = SHAPES["defaults"]
     record(type("Shape", (), {"__annotations__": dict(annotations), "__doc__": "A shape.", **body}))
     assert compiled == ["def __init__"]
+
+
+def test_a_record_without_a_docstring_is_named_by_its_fields() -> None:
+    made = record(type("Bare", (), {"__annotations__": {"a": "int", "b": "str"}}))
+    assert made.__doc__ == "Bare(a, b)"

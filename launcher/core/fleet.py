@@ -63,6 +63,8 @@ def build_fleet(file: SpecFile, specs: tuple[Spec, ...], plans: tuple[Plan, ...]
 
 @record
 class _Claim:
+    """A port that one owner (`what`) binds on a node; `written` in the spec at `path`, or a default."""
+
     node: str
     port: int
     what: str
