@@ -52,7 +52,8 @@ def record(cls: type[T] | None = None, /, *, eq: bool = True) -> type[T] | Calla
             if name in cls.__dict__:
                 raise TypeError(f"record {cls.__qualname__} is frozen: it cannot define {name}")
         if not cls.__doc__:  # else dataclasses writes one from inspect.signature: a millisecond
-            cls.__doc__ = f"{cls.__name__}({', '.join(cls.__dict__.get('__annotations__', ()))})"
+            names = cls.__dict__.get("__annotations__", {})  # noqa: RUF063 - as dataclasses reads them
+            cls.__doc__ = f"{cls.__name__}({', '.join(names)})"
         dataclasses.dataclass(cls, init=False, repr=False, eq=False)  # the fields; nothing compiled
         every = dataclasses.fields(cls)  # type: ignore[arg-type]
         _set_new(cls, "__init__", _init(cls, every))
