@@ -128,19 +128,15 @@ def _nothing(_: object) -> tuple[()]:
     return ()
 
 
-def _key(self: object) -> object:
-    """The values of the compared fields: the class's own attrgetter, kept as __record_key__."""
-    return type(self).__record_key__(self)  # type: ignore[attr-defined]
-
-
-def _eq(self: object, other: object) -> object:  # bool, or NotImplemented
+def _eq(self: Any, other: object) -> object:  # bool, or NotImplemented
     if other.__class__ is not self.__class__:
         return NotImplemented
-    return _key(self) == _key(other)
+    key = self.__class__.__record_key__  # type: ignore[attr-defined]  # from the class: not bound
+    return key(self) == key(other)
 
 
-def _hash(self: object) -> int:
-    return hash(_key(self))
+def _hash(self: Any) -> int:
+    return hash(self.__class__.__record_key__(self))
 
 
 def _repr(self: Any) -> str:
