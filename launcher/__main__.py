@@ -1,6 +1,6 @@
 """`python -m launcher` is `spark-launch`."""
 
-from launcher.cli import main
+from launcher.cli import entry
 
 if __name__ == "__main__":
-    main()
+    entry()

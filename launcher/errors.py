@@ -5,7 +5,8 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from launcher.records import record
 
 
 class ExitStatus(enum.IntEnum):
@@ -76,7 +77,7 @@ class InputError(SparkLaunchError):
     exit_status = ExitStatus.BAD_SPEC
 
 
-@dataclass(frozen=True)
+@record
 class Problem:
     """One thing wrong with a spec, located by its key path (e.g. ("serve", "port"))."""
 

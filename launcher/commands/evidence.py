@@ -9,7 +9,6 @@ them. A node without py-spy gives its log tail and says how to install py-spy.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.commands.receipts import now, runs_dir, write_private
@@ -18,9 +17,10 @@ from launcher.core.answers.probe import captured
 from launcher.core.redact import redact
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """What was captured: the receipt's entry, the run it belongs to, and the files written here."""
 

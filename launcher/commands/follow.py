@@ -11,7 +11,6 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
 
 from launcher.commands.reporter import Reporter
 from launcher.core import remote
@@ -20,12 +19,13 @@ from launcher.core.serving.startup_log import STAGE_NAMES, NodeWatch
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError, StopStream
+from launcher.records import record
 
 HEAD_READY = STAGE_NAMES.index("KV cache")  # from here on, ask /health more often
 HEALTH = "<health>"
 
 
-@dataclass(frozen=True)
+@record
 class Exited:
     """A rank exited while the cluster was starting."""
 
@@ -34,7 +34,7 @@ class Exited:
     seconds: float
 
 
-@dataclass(frozen=True)
+@record
 class Lost:
     """A node stopped answering while the cluster was starting."""
 
@@ -42,14 +42,14 @@ class Lost:
     reason: str
 
 
-@dataclass(frozen=True)
+@record
 class Served:
     """The head's /health answered 200."""
 
     seconds: float
 
 
-@dataclass(frozen=True)
+@record
 class TimedOut:
     """Nothing failed, but the head did not serve in time."""
 

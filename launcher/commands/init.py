@@ -10,7 +10,6 @@ needs an edit is reported by line, never guessed.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from launcher.cache import learned_catalog
 from launcher.catalogs import known_versions, load_catalog
@@ -27,12 +26,13 @@ from launcher.core.vllm.releases import release_for
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, fan_out
+from launcher.records import record
 
 CONNECT_SECONDS = 3.0  # a link that works answers in milliseconds
 LISTEN_SECONDS = 8.0
 
 
-@dataclass(frozen=True)
+@record
 class InitResult:
     """The spec written, what was decided, and how long it took."""
 

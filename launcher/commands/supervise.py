@@ -16,7 +16,7 @@ import datetime
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from launcher.commands.evidence import capture
 from launcher.commands.receipts import add_evidence
@@ -28,6 +28,7 @@ from launcher.commands.watching import Trouble, watch
 from launcher.core.serving.supervision import Event, RestartPolicy
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.cluster import Cluster
+from launcher.records import record
 
 
 class GaveUp(SparkLaunchError):
@@ -42,7 +43,7 @@ class Terminated(KeyboardInterrupt):
     """A signal asked the supervisor to stop (SIGTERM from systemd): stop the cluster and end."""
 
 
-@dataclass(frozen=True)
+@record
 class SuperviseOptions:
     """How the supervisor watches and restarts."""
 
@@ -52,7 +53,7 @@ class SuperviseOptions:
     up: UpOptions = field(default_factory=UpOptions)  # how each start runs (drop_caches, check, ...)
 
 
-@dataclass(frozen=True)
+@record
 class Stopped:
     """How the supervisor ended when asked to stop: why, and what was stopped."""
 

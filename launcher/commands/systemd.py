@@ -12,18 +12,18 @@ import stat
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.core.serving.systemd import Unit, env_file_text, unit_name
 from launcher.core.spec.sections import Spec
 from launcher.errors import SparkLaunchError
+from launcher.records import record
 
 UNIT_DIR = "/etc/systemd/system"
 ENV_DIR = "/etc/spark-launch"
 
 
-@dataclass(frozen=True)
+@record
 class Installed:
     """What `install` wrote and did."""
 

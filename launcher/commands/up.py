@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from launcher.commands.caches import drop_caches
 from launcher.commands.check import NodesDisagree, run_check
@@ -30,6 +29,7 @@ from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster, Unreachable, new_run_id
 from launcher.node.executor import NodeError
+from launcher.records import record
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
 
@@ -57,7 +57,7 @@ class StartupFailed(SparkLaunchError):
         return body + (f"\n  hint: {self.hint}" if self.hint else "")
 
 
-@dataclass(frozen=True)
+@record
 class UpOptions:
     """How `up` behaves."""
 
@@ -74,7 +74,7 @@ class UpOptions:
     locked: Lock | None = None  # refuse to start when a node differs from this lock file
 
 
-@dataclass(frozen=True)
+@record
 class UpResult:
     """What `up` did."""
 

@@ -12,7 +12,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 from launcher.commands.follow import Follower, drain
@@ -24,6 +23,7 @@ from launcher.core.serving.startup_log import NodeWatch, diagnose
 from launcher.core.serving.watchdog import DOWN, SERVING, WEDGED, Counters, Verdict
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.cluster import Cluster
+from launcher.records import record
 
 VERDICT = "<watchdog>"
 STREAM_SECONDS = 6 * 3600.0  # each node's watch is renewed this often
@@ -38,7 +38,7 @@ class Say(Protocol):
         """Emit it."""
 
 
-@dataclass(frozen=True)
+@record
 class HeadVerdict:
     """The watchdog's verdict on the head, and the counters it read."""
 
@@ -46,7 +46,7 @@ class HeadVerdict:
     counters: Counters | None
 
 
-@dataclass(frozen=True)
+@record
 class Trouble:
     """Why the cluster must be restarted: where, what, why, and the exit status if it is the last."""
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 
 from launcher.core.plan import Plan
 from launcher.core.spec.deployments import ENDPOINT, served_name
 from launcher.core.spec.sections import EndpointSection, Node, Spec
+from launcher.records import record
 
 ROUTER = "litellm"
 ROUTER_VERSION = "1.106.12"
@@ -32,7 +32,7 @@ OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
 LIVE_PATH = "/health/liveliness"  # answers once the proxy serves; /health asks every backend
 
 
-@dataclass(frozen=True)
+@record
 class Route:
     """One deployment as the endpoint sees it: the served name, and where its API listens."""
 
@@ -41,7 +41,7 @@ class Route:
     url: str
 
 
-@dataclass(frozen=True)
+@record
 class EndpointPlan:
     """What runs on the head node for the endpoint, decided before anything runs."""
 

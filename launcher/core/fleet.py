@@ -8,19 +8,19 @@ deployments (or the endpoint) would bind on one node, and the endpoint's routes.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from launcher.core.plan import Plan
 from launcher.core.spec.deployments import deployment_names
 from launcher.core.spec.sections import Spec, SpecFile
 from launcher.errors import Problem, SparkLaunchError
+from launcher.records import record
 
 if TYPE_CHECKING:  # imported by the spec files that have an endpoint: not paid by every plan
     from launcher.core.endpoint import EndpointPlan
 
 
-@dataclass(frozen=True)
+@record
 class Deployed:
     """One deployment: its name (`--deployment NAME`), its Spec and its Plan."""
 
@@ -29,7 +29,7 @@ class Deployed:
     plan: Plan
 
 
-@dataclass(frozen=True)
+@record
 class Fleet:
     """A planned spec file: its deployments in the file's order, and the endpoint (if any)."""
 
@@ -61,8 +61,10 @@ def build_fleet(file: SpecFile, specs: tuple[Spec, ...], plans: tuple[Plan, ...]
     return Fleet(file.name, bool(file.deployments), deployed, endpoint)
 
 
-@dataclass(frozen=True)
+@record
 class _Claim:
+    """A port that one owner (`what`) binds on a node; `written` in the spec at `path`, or a default."""
+
     node: str
     port: int
     what: str

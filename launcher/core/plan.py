@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.render import NodeCommand, render_nodes
@@ -19,6 +18,7 @@ from launcher.core.vllm.argv import BadValue, check_value, option_args
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
+from launcher.records import record
 
 # serve keys the launcher sets per node, or from elsewhere in the spec.
 LAUNCHER_ONLY = (
@@ -47,7 +47,7 @@ class PlanProblems(Exception):
         self.problems = problems
 
 
-@dataclass(frozen=True)
+@record
 class Plan:
     """Everything `up` will do, decided before anything runs."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.plan import Plan
@@ -26,6 +25,7 @@ from launcher.core.render import (
 )
 from launcher.core.spec.container import container_options
 from launcher.core.spec.sections import Spec, VllmSection
+from launcher.records import record
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 # The scripts take the standard library only: without `site` (-S) no package installed on the
@@ -38,7 +38,7 @@ SCRIPT_STAGE = "import sys;exec(sys.stdin.buffer.readline())"
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
 
 
-@dataclass(frozen=True)
+@record
 class Call:
     """One command sent to a node: the shell line, and what its stdin gets."""
 

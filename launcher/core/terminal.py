@@ -3,12 +3,12 @@ terminal and says whether it is one; piped output stays unwrapped and unmarked, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from launcher.records import record
 
 STYLES = {"fail": "1;31", "warn": "33", "ok": "32", "dim": "2"}
 
 
-@dataclass(frozen=True)
+@record
 class Screen:
     """Where text goes: its width in columns (None: as wide as it needs), and whether to mark it."""
 

@@ -10,7 +10,6 @@ skipped; a node short of disk space is refused before anything is copied.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.commands.reporter import Reporter
@@ -19,13 +18,14 @@ from launcher.core.answers.facts import ImageFacts
 from launcher.errors import InputError, SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
+from launcher.records import record
 
 # `docker load` unpacks the archive in the engine's data root before it extracts the layers.
 SPACE_FACTOR = 2
 PROGRESS_EVERY = 10.0  # seconds between progress lines per node
 
 
-@dataclass(frozen=True)
+@record
 class NodeSync:
     """What sync did on one node."""
 
@@ -36,7 +36,7 @@ class NodeSync:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
+@record
 class SyncResult:
     """Every node's outcome, and the head's image."""
 

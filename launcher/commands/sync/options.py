@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol
 
 from launcher.core.sync.transfer import CopyProgress
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class SyncOptions:
     """How to sync: from which node, for real or not, directly or through this machine, how fast."""
 

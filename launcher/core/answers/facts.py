@@ -6,7 +6,6 @@ answer key by key, each value checked; keys the launcher does not read are left 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypedDict, cast
 
 from launcher.core.answers import sync as sync_answer
@@ -15,6 +14,7 @@ from launcher.core.answers.probe import Listening, Probed
 from launcher.core.answers.read import MAX_BYTES, At, BadAnswer, Refused, strings
 from launcher.core.answers.run import failed
 from launcher.core.sync.manifest import Manifest
+from launcher.records import record
 
 ENV_NAME_LIMIT = 256
 MAX_PORT = 65535
@@ -276,7 +276,7 @@ def _gpu(at: At) -> GpuMemory:
     )
 
 
-@dataclass(frozen=True)
+@record
 class ImageFacts:
     """The spec's image as a node's engine holds it, and the free space where it keeps images."""
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from launcher.core.answers.read import MAX_BYTES, At, BadAnswer
 from launcher.core.answers.run import EXIT
+from launcher.records import record
 
 MAX_TARGETS = 10_000
 
 
-@dataclass(frozen=True)
+@record
 class Reach:
     """Whether the head reached one target's engine through its remote shell, and if not why."""
 
@@ -19,7 +18,7 @@ class Reach:
     error: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Reached:
     """`imagecopy reach`: the remote shell the head used, and each target's Reach."""
 
@@ -40,7 +39,7 @@ def _reach(at: At) -> Reach:
     return Reach(ok, None if ok else failed or "ssh", at.maybe("error", At.text) or "")
 
 
-@dataclass(frozen=True)
+@record
 class Loaded:
     """How one target's `docker load` ended, and the bytes it was given."""
 
@@ -49,7 +48,7 @@ class Loaded:
     bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class Copied:
     """`imagecopy send`'s last line: the save's end and each target's load."""
 

@@ -6,10 +6,11 @@ store listens on) and ends with one answer holding `ok`; the port call answers a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from launcher.core.answers.read import At, Refused
 from launcher.core.answers.run import failed
+from launcher.records import record
 
 MAX_PORT = 65535
 MAX_NODES = 1024
@@ -26,7 +27,7 @@ def free_port(raw: object) -> int:
     return at.field("port").integer(1, MAX_PORT)
 
 
-@dataclass(frozen=True)
+@record
 class Stage:
     """Where a node's preflight stands now (said again should it end without an answer)."""
 
@@ -34,21 +35,21 @@ class Stage:
     detail: str = ""
 
 
-@dataclass(frozen=True)
+@record
 class Reached:
     """What a node's own connections reached: target node -> ok, refused, timed out, ..."""
 
     reached: dict[str, str]
 
 
-@dataclass(frozen=True)
+@record
 class Serving:
     """The head's store listens on this port."""
 
     port: int
 
 
-@dataclass(frozen=True)
+@record
 class PreflightAnswer:
     """One node's preflight, as its script answered (or as the launcher saw it end)."""
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from launcher.core.answers.read import MAX_CONTENT, At, Refused, strings
 from launcher.core.answers.run import failed
+from launcher.records import record
 
 MAX_PORT = 65535
 
 
-@dataclass(frozen=True)
+@record
 class Listening:
     """The net script's first line: listening on a port, or why it cannot."""
 
@@ -41,7 +41,7 @@ def connected(raw: object) -> str | None:
     return failed(At(raw))
 
 
-@dataclass(frozen=True)
+@record
 class Probed:
     """What a node's own vLLM resolved from its exact command (or why it could not)."""
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from launcher.core.answers.read import MAX_BYTES, At, BadAnswer
+from launcher.records import record
 
 MAX_PID = 1 << 22  # Linux's pid_max ceiling
 EXIT = (-1024, 1024)  # an exit status, or a negated signal
@@ -22,7 +21,7 @@ def _time(at: At) -> float:
     return at.number(0.0, 1e11)
 
 
-@dataclass(frozen=True)
+@record
 class RunState:
     """What runs (or last ran) on a node: the node's state.json, as far as the launcher reads it."""
 
@@ -62,7 +61,7 @@ def started(raw: object) -> RunState | str:
     return failed(at) or RunState.read(at.field("state"))
 
 
-@dataclass(frozen=True)
+@record
 class NodeState:
     """The status script's answer: liveness, exit status, and the log from an offset."""
 
@@ -89,7 +88,7 @@ class NodeState:
         )
 
 
-@dataclass(frozen=True)
+@record
 class WatchEvent:
     """A line of a rank's watch (its log, a heartbeat, its exit), or the end of the stream."""
 
@@ -116,7 +115,7 @@ class WatchEvent:
         return event
 
 
-@dataclass(frozen=True)
+@record
 class Stopped:
     """The stop script's answer: what it found, signalled, removed and left."""
 
@@ -146,7 +145,7 @@ class Stopped:
         )
 
 
-@dataclass(frozen=True)
+@record
 class Holder:
     """Who holds a cluster's lock, as its lock file says (an unreadable one: nothing)."""
 
@@ -178,7 +177,7 @@ class Holder:
         return {k: v for k, v in self.__dict__.items() if v is not None}
 
 
-@dataclass(frozen=True)
+@record
 class Locked:
     """The lock script's answer: taken (or released), or who holds it."""
 
@@ -192,7 +191,7 @@ class Locked:
         return cls(at.field("ok").flag(), at.maybe("holder", Holder.read) or Holder())
 
 
-@dataclass(frozen=True)
+@record
 class Dropped:
     """The drop script's answer: MemFree before and after, or why the cache was not dropped."""
 

@@ -6,11 +6,10 @@ model directory, each size and hash well-formed, and the directory the one asked
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from launcher.core.answers.read import MAX_BYTES, MAX_PATH, At, BadAnswer, Refused, strings
 from launcher.core.answers.run import EXIT, failed
 from launcher.core.sync.manifest import FileEntry, Manifest, Room
+from launcher.records import record
 
 MAX_FILES = 1_000_000
 MAX_BLOCK = 1 << 30
@@ -75,7 +74,7 @@ def _room(at: At) -> Room:
     )
 
 
-@dataclass(frozen=True)
+@record
 class Hashing:
     """Hashing progress of a manifest: bytes done of the total."""
 
@@ -92,7 +91,7 @@ def manifest_event(raw: object) -> Hashing | None:
     return Hashing(at.field("done").integer(), at.field("total").integer())
 
 
-@dataclass(frozen=True)
+@record
 class Reach:
     """Whether the source's remote shell reaches a target: what failed, and what it said."""
 
@@ -120,21 +119,21 @@ def prepared(raw: object) -> str | None:
     return error if error is None or not errors else "; ".join(errors)
 
 
-@dataclass(frozen=True)
+@record
 class Progress:
     """rsync's progress on the source: bytes of the listed files done."""
 
     bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class RelayAsk:
     """The source's rsync asking the relay for its remote command on the target (its words)."""
 
     command: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Sent:
     """How the source's rsync ended."""
 

@@ -33,14 +33,14 @@ Read off vLLM 0.32 and 0.33 (the `mp` executor with `--nnodes`), torch's gloo an
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Connection:
     """A TCP connection vLLM opens from `source` into `target` (a random port there), and why."""
 

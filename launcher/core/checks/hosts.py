@@ -14,11 +14,11 @@ work together, and the versions known to break are rows of the regression table
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.checks.report import Row, same
 from launcher.core.spec.sections import Spec
+from launcher.records import record
 
 REPORTED = "reported, not blocking: "
 PY_SPY_HINT = (
@@ -29,7 +29,7 @@ PY_SPY_HINT = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class HostFact:
     """One compared fact: how to read it from a node's facts, whether a difference blocks, and why."""
 

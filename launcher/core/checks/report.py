@@ -5,15 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from launcher.core.answers.facts import Facts
 from launcher.core.checks.budget import Budget
 from launcher.errors import ExitStatus
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     """One compared item: every node's value, and whether they pass."""
 
@@ -30,7 +31,7 @@ class Row:
         return not self.ok and self.level == "fail"
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     """Every row of a check, in order."""
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from launcher.records import record
 
 ABSENT = "(none)"
 
 
-@dataclass(frozen=True)
+@record
 class Change:
     """One item that differs: where (None: the cluster), what, and its value on each side."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.plan import Plan, PlanProblems, build_plan
@@ -19,9 +18,10 @@ from launcher.core.rows import Derived
 from launcher.core.spec.sections import Spec
 from launcher.core.vllm.catalog import Catalog, Option
 from launcher.core.vllm.models import ModelFacts
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Moved:
     """One thing that changes: its kind, what, and how it is before and after."""
 
@@ -36,7 +36,7 @@ class Moved:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@record
 class Comparison:
     """The preview: both releases, both plan digests (None: refused), and every change."""
 

@@ -16,6 +16,7 @@ from launcher.core.spec.sections import Spec
 from launcher.core.vllm.catalog import Catalog, Option
 from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
+from launcher.records import record
 
 
 class RuleProblem(Exception):
@@ -76,7 +77,7 @@ class Inputs:
         return None if runner is None else runner == "pooling"
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     """A rule's outcome: the value, the argv pinning it (same on all nodes), a note."""
 
@@ -85,7 +86,7 @@ class Decision:
     note: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Rule:
     """One derived setting: where it applies, how it is decided, and why."""
 

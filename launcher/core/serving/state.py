@@ -7,9 +7,10 @@ from typing import Any
 
 from launcher.core.answers.run import Stopped
 from launcher.core.serving.watchdog import Counters, Verdict
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class NodeStatus:
     """One node, as its status script reports it."""
 
@@ -26,7 +27,7 @@ class NodeStatus:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class ClusterStatus:
     """Every node, plus the head's health and served model."""
 
@@ -120,7 +121,7 @@ class Verification:
         }
 
 
-@dataclass(frozen=True)
+@record
 class DownResult:
     """What `down` found and stopped on each node."""
 

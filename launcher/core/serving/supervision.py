@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Event:
     """Something the supervisor saw or did: when, where, what, why, and what it does about it."""
 
@@ -36,7 +37,7 @@ class Event:
         return f"{where}{self.what}{why} -> {self.action}"
 
 
-@dataclass(frozen=True)
+@record
 class RestartPolicy:
     """How often the whole cluster may be restarted, and how long to wait before each."""
 

@@ -12,12 +12,13 @@ root only, which systemd reads before dropping to `User=`; the unit names the se
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+
+from launcher.records import record
 
 SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@")
 
 
-@dataclass(frozen=True)
+@record
 class Unit:
     """What the unit runs, as whom, and where its secrets come from."""
 

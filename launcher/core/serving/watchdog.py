@@ -13,8 +13,9 @@ also weighs a one-token completion sent with a deadline, and the engine's own co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+from launcher.records import record
 
 SERVING, WEDGED, DOWN = "serving", "wedged", "down"
 RUNNING = "vllm:num_requests_running"
@@ -22,7 +23,7 @@ WAITING = "vllm:num_requests_waiting"
 GENERATED = "vllm:generation_tokens"
 
 
-@dataclass(frozen=True)
+@record
 class Counters:
     """The engine's counters at one moment (`at`: seconds on a monotonic clock)."""
 
@@ -32,7 +33,7 @@ class Counters:
     generated: float
 
 
-@dataclass(frozen=True)
+@record
 class Completion:
     """How the one-token completion went: finished (ok), or failed, or still not done at the deadline."""
 
@@ -42,7 +43,7 @@ class Completion:
     timed_out: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class Verdict:
     """serving, wedged or down, why, and the numbers it rests on."""
 

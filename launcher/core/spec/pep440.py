@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from launcher.records import record
 
 # PEP 440, appendix B (the canonical pattern), with a bound on each number.
 _PATTERN = r"""
@@ -27,7 +29,7 @@ MAX_LENGTH = 96  # a version names cache files: no more than a real one ever nee
 _PRE = {"a": "a", "alpha": "a", "b": "b", "beta": "b", "c": "rc", "rc": "rc", "pre": "rc", "preview": "rc"}
 
 
-@dataclass(frozen=True, eq=False)  # its own __eq__ and __hash__, by _key: none generated for nothing
+@record(eq=False)  # its own __eq__ and __hash__, by _key: none generated for nothing
 class Version:
     """One PEP 440 version, normalised; compares in PEP 440's order."""
 

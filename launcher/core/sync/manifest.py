@@ -12,10 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from launcher.core.spec.sections import Spec
+from launcher.records import record
 
 CONFIG = "config.json"
 REFUSED_HINT = (
@@ -26,7 +27,7 @@ TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tekken.json", 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
-@dataclass(frozen=True)
+@record
 class FileEntry:
     """One file of a model: its size and the sha256 of its bytes."""
 
@@ -34,7 +35,7 @@ class FileEntry:
     sha256: str
 
 
-@dataclass(frozen=True)
+@record
 class LinkEntry:
     """A link inside a model directory, kept as a link: its target as written."""
 
@@ -44,7 +45,7 @@ class LinkEntry:
 Entry = FileEntry | LinkEntry
 
 
-@dataclass(frozen=True)
+@record
 class Room:
     """Where a copy would land on a node: free bytes, the allocation unit, what is not writable."""
 
@@ -55,7 +56,7 @@ class Room:
     unwritable: tuple[str, ...] = ()  # files and directories inside the model we cannot write
 
 
-@dataclass(frozen=True)
+@record
 class Manifest:
     """A model directory on one node: every file by content, and the indexes' shard names."""
 

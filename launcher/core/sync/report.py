@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from typing import Any
 
 from launcher.core.sync.manifest import human
 from launcher.core.sync.transfer import Transfer
 from launcher.errors import ExitStatus
+from launcher.records import record
 
 # A target's outcome. Dry run: identical, would copy, refused, unreachable. Run: identical,
 # copied, refused, failed, unreachable.
 OK_STATES = ("identical", "would copy", "copied")
 
 
-@dataclass(frozen=True)
+@record
 class DirPlan:
     """One model directory on one target: what it lacks, and why it cannot be copied (if so)."""
 
@@ -26,7 +27,7 @@ class DirPlan:
     prepare: bool = True  # the target must create the directory or remove files before the copy
 
 
-@dataclass(frozen=True)
+@record
 class NodeOutcome:
     """One target: its state, each directory's plan, what was sent and how long it took."""
 
@@ -48,7 +49,7 @@ class NodeOutcome:
         return self.state in OK_STATES
 
 
-@dataclass(frozen=True)
+@record
 class SourceModel:
     """A model directory on the source: its size, its file count, the digest of its manifest."""
 
@@ -61,7 +62,7 @@ class SourceModel:
     links: tuple[str, ...] = ()  # kept as links, each `path -> target`
 
 
-@dataclass(frozen=True)
+@record
 class SyncResult:
     """Every target's outcome, against the source's model directories."""
 

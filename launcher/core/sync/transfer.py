@@ -10,9 +10,9 @@ never by size and mtime: a same-size shard with one byte changed is found.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 from launcher.core.sync.manifest import Entry, FileEntry, Manifest, Room, human
+from launcher.records import record
 
 # The remote shell on the source when its environment sets no RSYNC_RSH: never prompt.
 DEFAULT_RSH = "ssh -o BatchMode=yes -o ConnectTimeout=10"
@@ -20,7 +20,7 @@ IO_TIMEOUT = 300  # seconds without any data before rsync gives up
 SENT_MARK = "SPARK_LAUNCH_SENT "  # rsync names each file it sent after this (the transfer script reads it)
 
 
-@dataclass(frozen=True)
+@record
 class Transfer:
     """One model directory, source to target: what is sent, continued, replaced, removed."""
 
@@ -168,7 +168,7 @@ def shown(argv: tuple[str, ...]) -> str:
     return shlex.join(argv)
 
 
-@dataclass(frozen=True)
+@record
 class CopyProgress:
     """A running copy: bytes done of the total, a smoothed rate, when it started."""
 

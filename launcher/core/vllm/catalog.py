@@ -7,13 +7,15 @@ model registry); `catalog_from_dict` turns one such document into a Catalog.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar
+
+from launcher.records import record
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record
 class Bounds:
     """The range a numeric option's value must keep, as its vLLM config field declares it."""
 
@@ -51,7 +53,7 @@ def _num(value: float | None) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-@dataclass(frozen=True)
+@record
 class Option:
     """One `vllm serve` option: its flag, its negative forms, what value it takes."""
 
@@ -76,7 +78,7 @@ class Option:
         return self.nargs in ("+", "*")
 
 
-@dataclass(frozen=True)
+@record
 class ModelTraits:
     """vLLM's own facts about one architecture: its registry's class traits (`_ModelInfo`)."""
 
@@ -93,7 +95,7 @@ class ModelTraits:
     mamba_hook: bool  # that hook is MambaModelConfig: vLLM derives the mamba cache mode
 
 
-@dataclass(frozen=True)
+@record
 class Catalog:
     """Every `vllm serve` option of one vLLM release, keyed by its snake_case name, and its models."""
 

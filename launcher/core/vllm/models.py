@@ -9,12 +9,13 @@ spec is refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from launcher.core.spec.sections import ModelSection
 from launcher.core.vllm.catalog import Catalog
 from launcher.errors import Problem
+from launcher.records import record
 
 # ModelConfig.is_hybrid: a hybrid architecture whose layer_types are all attention has no
 # mamba layer (granite-4.0-micro), and vLLM builds it as a plain decoder.
@@ -23,7 +24,7 @@ ATTENTION_LAYERS = ("attention", "full_attention")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 
 
-@dataclass(frozen=True)
+@record
 class ModelFacts:
     """Facts about the model that change the command; None where the launcher cannot tell."""
 
@@ -59,7 +60,7 @@ class ModelFacts:
         return text + (f", {self.mtp_layers} MTP layer(s)" if self.mtp_layers else "")
 
 
-@dataclass(frozen=True)
+@record
 class ModelFiles:
     """The model's small files the plan reads (config.json, whether modules.json is there), and where."""
 

@@ -13,9 +13,9 @@ what vLLM derives there is not known.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from launcher.core.spec.pep440 import Version, parse
+from launcher.records import record
 
 
 class UnknownRules(ValueError):
@@ -26,7 +26,7 @@ class UnknownRules(ValueError):
         self.hint = hint
 
 
-@dataclass(frozen=True)
+@record
 class Release:
     """What a vLLM version gets: whose rules, which committed catalog (None: learn its own), why."""
 

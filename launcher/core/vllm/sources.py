@@ -6,13 +6,12 @@ start most of a millisecond.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFiles
+from launcher.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Sources:
     """Where a plan's inputs came from, when it was made for the nodes: `check` shows it, and
     holds every node's config.json to the one planned from."""
