@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import subprocess
+import time
 from pathlib import Path
 
 from launcher.core import remote
@@ -112,3 +113,19 @@ def test_calls_starting_at_once_in_a_fresh_home_all_run(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0] * 8, [err for _, err in outs]
     assert all(json.loads(out.splitlines()[-1])["said"] == "same" for out, _ in outs)
     assert len(kept(tmp_path)) == 1 and not list(kept(tmp_path)[0].parent.glob("*.tmp"))
+
+
+def test_versions_of_a_script_kept_over_a_week_ago_go_when_another_is_kept(tmp_path: Path) -> None:
+    """A launcher upgrade keeps a new version of each script: the week-old ones go, bytecode too;
+    one of them run again is simply kept again."""
+    answer(run(tmp_path, source("old")))
+    answer(run(tmp_path, source("recent")))
+    old, recent = sorted(kept(tmp_path), key=lambda p: p.read_text() != source("old"))
+    week_ago = time.time() - 8 * 24 * 3600
+    os.utime(old, (week_ago, week_ago))
+    os.utime(recent, (week_ago + 2 * 24 * 3600,) * 2)  # six days: kept
+    answer(run(tmp_path, source("new")))
+    assert {p.read_text() for p in kept(tmp_path)} == {source("recent"), source("new")}
+    assert not list((old.parent / "__pycache__").glob(f"{old.stem}.*.pyc"))
+    assert answer(run(tmp_path, source("old")))["said"] == "old"
+    assert len(kept(tmp_path)) == 3

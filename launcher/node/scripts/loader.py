@@ -6,7 +6,9 @@ milliseconds of system calls for a bundle), and keeps it under ~/.spark-launch/c
 named by the script and the sha256 of the source, so that the node's own Python compiles it
 once and keeps its bytecode beside it (`__pycache__`, checked against that file as for any
 module). What is kept there is only ever used when it is exactly what was sent; where it
-cannot be written, the source runs as it came.
+cannot be written, the source runs as it came. When a script is kept anew (another launcher
+version), the other versions of that script kept over a week ago are removed, bytecode and all
+(one still in use is kept again at its next call: one compile more).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from types import CodeType
 
 KEPT = "~/.spark-launch/cache/scripts"
+STALE_SECONDS = 7 * 24 * 3600  # a version kept this long ago goes when another one is kept
 
 
 def kept(name: str, source: bytes) -> str:
@@ -31,6 +34,7 @@ def kept(name: str, source: bytes) -> str:
     except OSError:
         pass
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    prune(folder, name)
     # This writer's own (created exclusively, mode 0600): nodes sharing a home may write the
     # same file at the same moment, and a reader sees the whole file or none.
     tmp = f"{path}.{os.uname().nodename}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
@@ -43,6 +47,25 @@ def kept(name: str, source: bytes) -> str:
         if os.path.lexists(tmp):  # not put in place: the write failed
             os.unlink(tmp)
     return path
+
+
+def prune(folder: str, name: str) -> None:
+    """Remove the versions of script `name` (and their bytecode) kept over a week ago."""
+    import glob
+    import os
+    import time
+
+    for old in glob.glob(os.path.join(glob.escape(folder), f"{name}-*.py")):
+        stem = os.path.basename(old)[:-3]
+        if len(stem) != len(name) + 33:  # NAME-<32 hex digits>: not another script's (NAME-x-...)
+            continue
+        try:
+            if time.time() - os.stat(old).st_mtime > STALE_SECONDS:
+                for pyc in glob.glob(os.path.join(glob.escape(folder), "__pycache__", f"{stem}.*.pyc")):
+                    os.unlink(pyc)
+                os.unlink(old)
+        except OSError:  # removed meanwhile by another call, or not ours to remove
+            continue
 
 
 def compiled(name: str, source: bytes) -> CodeType:
