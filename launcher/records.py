@@ -1,4 +1,4 @@
-"""Frozen records: what `@record` makes, defined in a fraction of its time.
+"""Frozen records: what `@dataclass(frozen=True)` makes, defined in a fraction of its time.
 
 On Python 3.11 and 3.12, `dataclass(frozen=True)` writes six methods (`__init__`, `__repr__`,
 `__eq__`, `__hash__`, `__setattr__`, `__delattr__`) as source text and compiles each on its
@@ -117,7 +117,7 @@ def _init(cls: type, every: tuple[dataclasses.Field[Any], ...]) -> Callable[...,
     if hasattr(cls, "__post_init__"):
         body.append(f"{self_name}.__post_init__()")
     source = f"def __init__({', '.join([self_name, *params])}):\n    " + "\n    ".join(body or ["pass"])
-    exec(source, scope)
+    exec(source, scope)  # the source is built above from the class's own field names only
     init: Callable[..., None] = scope["__init__"]  # type: ignore[assignment]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
