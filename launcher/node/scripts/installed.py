@@ -15,6 +15,8 @@ import json
 import os
 from typing import Any
 
+from launcher.node.scripts.common import read_json  # inlined when sent
+
 CACHE_DIR = os.path.expanduser("~/.spark-launch/cache")
 
 
@@ -191,7 +193,7 @@ def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
     stem = os.path.join(CACHE_DIR, "files-" + hashlib.sha256(site.encode()).hexdigest()[:16])
     files = package_files(site, package)
     key = stats_key(site, name, package, files)
-    summary = read_cache(stem + ".summary.json")
+    summary = read_json(stem + ".summary.json")
     if isinstance(summary, dict) and summary.get("key") == key and isinstance(summary.get("answer"), dict):
         return {**summary["answer"], "hashed": 0}
     answer = fingerprint_files(stem + ".json", site, name, package, files)
@@ -199,24 +201,11 @@ def fingerprint(site: str, name: str, package: str) -> dict[str, Any]:
     return answer
 
 
-def read_cache(path: str) -> Any:
-    """A cache file's content; None when it is missing or not JSON."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def fingerprint_files(
     cache_file: str, site: str, name: str, package: str, files: dict[str, os.stat_result]
 ) -> dict[str, Any]:
     """The fingerprint of `files` (their stats), each file known by its stat in `cache_file`."""
-    try:
-        with open(cache_file) as f:
-            cache = json.load(f)
-    except (OSError, ValueError):
-        cache = {}
+    cache = read_json(cache_file, {})
     cache = cache if isinstance(cache, dict) else {}
     known_record = cache.pop(RECORD_ENTRY, None)
     recorded_files, record_entry = recorded(dist_info(site, name), package, known_record)
