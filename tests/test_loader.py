@@ -11,6 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from launcher.core import remote
 from launcher.node.agent import stdin_of
 from launcher.node.scripts import loader_line
@@ -129,3 +131,21 @@ def test_versions_of_a_script_kept_over_a_week_ago_go_when_another_is_kept(tmp_p
     assert not list((old.parent / "__pycache__").glob(f"{old.stem}.*.pyc"))
     assert answer(run(tmp_path, source("old")))["said"] == "old"
     assert len(kept(tmp_path)) == 3
+
+
+def test_which_finds_what_shutil_which_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Node scripts look programs up with common.which (shutil costs their start): as shutil does."""
+    import shutil
+
+    from launcher.node.scripts.common import which
+
+    tool = tmp_path / "bin" / "tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    (tmp_path / "bin" / "plain").write_text("not executable")
+    (tmp_path / "bin" / "folder").mkdir(mode=0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'none'}:{tmp_path / 'bin'}:/usr/bin:/bin")
+    for program in ("tool", "plain", "folder", "sh", "no-such-program-here"):
+        assert which(program) == shutil.which(program), program
+    assert which("tool") == str(tool)

@@ -21,10 +21,13 @@ import importlib.metadata
 import json
 import os
 import sys
-from typing import Any
 
 from launcher.node.scripts.probe import serve_parser  # borrowed when sent: the probe's own parser
 from launcher.node.scripts.traits import models  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 MARKER = "SPARK_LAUNCH_CATALOG "
 

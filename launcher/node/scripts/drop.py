@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import subprocess
 import sys
 
-from launcher.node.scripts.common import emit  # inlined when sent
+from launcher.node.scripts.common import emit, which  # inlined when sent
 from launcher.node.scripts.memory import parse_meminfo  # inlined when sent
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -35,7 +34,7 @@ def write_drop_caches() -> str | None:
         except OSError as exc:
             return f"cannot write {DROP_CACHES} as root: {exc.strerror or exc}"
         return None
-    if shutil.which("sudo") is None:
+    if which("sudo") is None:
         return f"not root, and sudo is not installed to write {DROP_CACHES}"
     done = subprocess.run(
         ["sudo", "-n", "tee", DROP_CACHES], input="3\n", capture_output=True, text=True, check=False

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     ahead,
@@ -32,6 +31,10 @@ from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
 from launcher.node.scripts.memory import GPU_QUERY, memory_facts  # inlined when sent
 from launcher.node.scripts.net import connector, listener  # inlined when sent
 from launcher.node.scripts.stacks import tool_facts  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 GPU_NAMES = [
     "nvidia-smi",

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 import sys
-from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     emit,
@@ -26,6 +24,10 @@ from launcher.node.scripts.common import (  # inlined when sent
 )
 from launcher.node.scripts.inputs import engine_env  # inlined when sent
 from launcher.node.scripts.installed import dist_version  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 COMMANDS = {
     "nvidia-smi-q.txt": ["nvidia-smi", "-q"],
@@ -83,7 +85,7 @@ def versions(venv: str | None) -> dict[str, Any]:
             candidate = os.path.join(venv, "lib", name, "site-packages")
             site = candidate if os.path.isdir(candidate) else site
     return {
-        "kernel": " ".join(platform.uname()),
+        "kernel": " ".join(os.uname()),
         "os_release": read_text("/etc/os-release"),
         "nvidia_driver": read_text("/proc/driver/nvidia/version"),
         "python3": sys.version,

@@ -24,10 +24,13 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from launcher.node.scripts.common import emit, run_directory  # inlined when sent
 from launcher.node.scripts.rsh import fast_shell, remote_shell  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 BLOCK = 1 << 20
 BEAT = 1.0  # seconds between progress lines: also how soon a vanished launcher is noticed

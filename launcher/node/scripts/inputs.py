@@ -11,8 +11,11 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 # Variables vLLM (or torch, NCCL, Gloo, the HF hub) reads as configuration.
 ENV_PREFIXES = ("VLLM_", "NCCL_", "GLOO_", "HF_", "CUDA_", "TORCH_", "OMP_", "PYTORCH_")

@@ -13,9 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any
 
 from launcher.node.scripts.common import read_json  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 CACHE_DIR = os.path.expanduser("~/.spark-launch/cache")
 

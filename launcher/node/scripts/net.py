@@ -12,10 +12,13 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 from launcher.node.scripts.common import emit, run_directory  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 RETRY = 0.05  # seconds between a worker's tries while the head is not listening yet
 

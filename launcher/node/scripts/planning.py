@@ -12,10 +12,13 @@ import hashlib
 import json
 import os
 import sys
-from typing import Any
 
 from launcher.node.scripts.common import emit, image_info, run_directory  # inlined when sent
 from launcher.node.scripts.facts import site_packages, vllm_facts  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_CONFIG = 16 << 20  # as the launcher reads a local config.json: a few KiB, never whole beyond this
 

@@ -30,9 +30,12 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, NoReturn
 
 from launcher.node.scripts.common import emit, run_directory  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 STAGE = {"now": "starting", "detail": ""}
 SHARED: dict[str, Any] = {}  # the store and this rank, once joined: a failure is told to the peers

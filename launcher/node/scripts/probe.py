@@ -26,7 +26,6 @@ import os
 import re
 import sys
 import sysconfig
-from typing import Any
 
 from launcher.node.scripts.inputs import (
     installed_packages,
@@ -34,6 +33,10 @@ from launcher.node.scripts.inputs import (
     venv_probe_key,
 )  # inlined when sent
 from launcher.node.scripts.installed import fingerprint, save  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 MARKER = "SPARK_LAUNCH_PROBE "
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Any
 
 from launcher.node.scripts.common import read_text  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 PCI = re.compile(r"^([0-9a-fA-F]{4,}):([0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])$")
 

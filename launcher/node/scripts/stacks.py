@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     emit,
@@ -26,7 +24,12 @@ from launcher.node.scripts.common import (  # inlined when sent
     read_text,
     run_directory,
     state_path,
+    which,
 )
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 LIMIT = 200_000  # characters of one process's dump kept
 INSTALL = "install py-spy on the node: `VENV/bin/pip install py-spy` (or put it on PATH)"
@@ -34,7 +37,7 @@ INSTALL = "install py-spy on the node: `VENV/bin/pip install py-spy` (or put it 
 
 def find_py_spy(venv: str | None) -> str | None:
     """py-spy on PATH, in the vLLM venv, or in ~/.local/bin (pip install --user)."""
-    candidates = [shutil.which("py-spy")]
+    candidates = [which("py-spy")]
     candidates += [os.path.join(venv, "bin", "py-spy")] if venv else []
     candidates.append(os.path.expanduser("~/.local/bin/py-spy"))
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
@@ -48,7 +51,7 @@ def ptrace_rights() -> dict[str, Any]:
     if scope == "0":
         return {"ok": True, "how": "ptrace_scope=0 (same user)", "prefix": []}
     if (
-        shutil.which("sudo")
+        which("sudo")
         and subprocess.run(["sudo", "-n", "true"], capture_output=True, check=False).returncode == 0
     ):
         return {"ok": True, "how": f"ptrace_scope={scope}, through sudo -n", "prefix": ["sudo", "-n"]}

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     MARKER,
@@ -26,6 +25,10 @@ from launcher.node.scripts.common import (  # inlined when sent
     state_path,
     write_json,
 )
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 # The wrapper records vLLM's exit status where `status` can read it after the process is gone.
 WRAPPER = '"$@"; code=$?; echo "$code" > "$SPARK_LAUNCH_EXIT_FILE"; exit "$code"'

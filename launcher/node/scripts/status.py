@@ -6,7 +6,6 @@ The poll `up` runs every second while it waits: keep it small.
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     container_processes,
@@ -19,6 +18,10 @@ from launcher.node.scripts.common import (  # inlined when sent
     save_container_log,
     state_path,
 )
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def container_status(state: dict[str, Any], offset: int | None) -> dict[str, Any]:

@@ -14,7 +14,6 @@ import os
 import signal
 import sys
 import time
-from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     LABEL,
@@ -29,6 +28,10 @@ from launcher.node.scripts.common import (  # inlined when sent
     state_path,
     write_json,
 )
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def signal_all(procs: dict[int, int], sig: int) -> None:

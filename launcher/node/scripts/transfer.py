@@ -30,11 +30,14 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, BinaryIO
 
 from launcher.node.scripts.common import emit, run_directory, take_json  # inlined when sent
 from launcher.node.scripts.manifest import cache_key, load_cache  # inlined when sent
 from launcher.node.scripts.rsh import fast_shell, remote_shell  # inlined when sent
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO
 
 PROGRESS = re.compile(rb"^\s*([\d,]+)\s+\d+%")
 SENT = b"SPARK_LAUNCH_SENT "  # rsync's out-format line for each file it sent (core.sync.transfer)

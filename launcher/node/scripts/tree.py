@@ -20,7 +20,10 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Any
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 OURS = ".spark-launch"  # every file spark-launch keeps beside a model starts so
 NOT_MODEL = (".cache",)

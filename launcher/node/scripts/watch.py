@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
 
 from launcher.node.scripts.common import (  # inlined when sent
     container_state,
@@ -29,6 +28,10 @@ from launcher.node.scripts.common import (  # inlined when sent
     run_directory,
     state_path,
 )
+
+TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 TICK = 0.1  # seconds between looks at the log and the exit file
 HEARTBEAT = 1.0
