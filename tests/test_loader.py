@@ -149,3 +149,6 @@ def test_which_finds_what_shutil_which_finds(tmp_path: Path, monkeypatch: pytest
     for program in ("tool", "plain", "folder", "sh", "no-such-program-here"):
         assert which(program) == shutil.which(program), program
     assert which("tool") == str(tool)
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.chdir(tool.parent)
+    assert which("tool") is None is shutil.which("tool")

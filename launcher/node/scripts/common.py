@@ -110,7 +110,8 @@ def replace_file(path: str, text: str) -> None:
 def which(program: str) -> str | None:
     """The executable `program` on PATH, as shutil.which finds it (shutil and what it imports
     cost a node a millisecond for this one lookup)."""
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+    found = os.environ.get("PATH", os.defpath)
+    for folder in found.split(os.pathsep) if found else ():  # PATH="": nothing, as shutil says
         path = os.path.join(folder or os.curdir, program)
         if os.access(path, os.X_OK) and not os.path.isdir(path):
             return path
