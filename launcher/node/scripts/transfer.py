@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 
-from launcher.node.scripts.common import emit, run_directory, take_json  # inlined when sent
+from launcher.node.scripts.common import emit, run_directory, take_json, which  # inlined when sent
 from launcher.node.scripts.manifest import cache_key, load_cache  # inlined when sent
 from launcher.node.scripts.rsh import fast_shell, remote_shell  # inlined when sent
 
@@ -50,7 +50,7 @@ def reach(job: dict[str, Any]) -> None:
     words = remote_shell(job)
     rsh = shlex.join(words)
     local = (
-        subprocess.run(["rsync", "--version"], capture_output=True, check=False) if _has("rsync") else None
+        subprocess.run(["rsync", "--version"], capture_output=True, check=False) if which("rsync") else None
     )
     if local is None or local.returncode != 0:
         return emit(ok=False, rsh=rsh, failed="rsync", error="rsync is not installed on this node")
@@ -70,10 +70,6 @@ def reach(job: dict[str, Any]) -> None:
     tail = " / ".join(done.stderr.strip().splitlines()[-2:]) or f"exit {done.returncode}"
     failed = "ssh" if done.returncode == 255 else "remote rsync"
     return emit(ok=False, rsh=rsh, failed=failed, error=tail)
-
-
-def _has(tool: str) -> bool:
-    return any(os.access(os.path.join(d, tool), os.X_OK) for d in os.environ.get("PATH", "").split(":"))
 
 
 def send(directory: str, job: dict[str, Any]) -> None:
