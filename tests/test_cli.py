@@ -91,6 +91,7 @@ PLAN_PATH = {
     "launcher.load",
     "launcher.records",
     "launcher.cli",
+    "launcher.cli.commandline",
     "launcher.cli.common",
     "launcher.cli.lazy",
     "launcher.cli.main",

@@ -10,12 +10,11 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from click.testing import CliRunner
 
 from launcher.catalogs import known_versions, load_catalog
-from launcher.cli import cli
 from launcher.core.views import editor_schema
 from tests.conftest import ROOT, base_spec, edit
+from tests.invoke import invoke
 
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 SCHEMA = editor_schema([load_catalog(v) for v in known_versions()])
@@ -75,9 +74,8 @@ def test_choices_of_an_integer_option_are_integers() -> None:
 
 
 def test_the_cli_prints_it_and_can_pin_one_release() -> None:
-    runner = CliRunner()
-    pinned = json.loads(runner.invoke(cli, ["schema", "--release", "0.32.0"]).output)
+    pinned = json.loads(invoke(["schema", "--release", "0.32.0"]).output)
     assert pinned["properties"]["serve"] == {"$ref": "#/$defs/serve-0.32.0"} and "allOf" not in pinned
-    assert json.loads(runner.invoke(cli, ["schema"]).output) == json.loads(json.dumps(SCHEMA))
-    refused = runner.invoke(cli, ["schema", "--release", "0.99.0"])
+    assert json.loads(invoke(["schema"]).output) == json.loads(json.dumps(SCHEMA))
+    refused = invoke(["schema", "--release", "0.99.0"])
     assert refused.exit_code == 2 and "known: 0.32.0, 0.33.0" in refused.output

@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from launcher.catalogs import load_catalog
-from launcher.cli import cli
 from launcher.commands.diff import compare, pick
 from launcher.commands.down import down
 from launcher.commands.lockfile import LockDrift
@@ -32,6 +30,7 @@ from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
 from tests.conftest import ROOT, base_spec, fake_vllm_cluster, plan_of, spec_of
 from tests.fakes.executor import ScriptedExecutor
+from tests.invoke import invoke
 from tests.test_node_answers import HOST_DETAILS
 
 SHA = {"config.json": "a" * 64, "model-00001.safetensors": "b" * 64}
@@ -224,14 +223,12 @@ def test_moving_back_names_a_removed_flag_and_the_negative_form_that_changes() -
 
 def test_plan_compare_release_on_the_032_example_and_an_unknown_release() -> None:
     spec = str(ROOT / "configs" / "qwen3-next-2x-spark-v032.yaml")
-    done = CliRunner().invoke(cli, ["plan", spec, "--compare-release", "0.33.0"])
+    done = invoke(["plan", spec, "--compare-release", "0.33.0"])
     assert done.exit_code == 0, done.output
     assert (
         "--mamba-cache-mode (serve.mamba_cache_mode): live -> --mamba-cache-mode is deprecated" in done.output
     )
-    as_json = json.loads(
-        CliRunner().invoke(cli, ["plan", spec, "--compare-release", "0.33.0", "--json"]).output
-    )
+    as_json = json.loads(invoke(["plan", spec, "--compare-release", "0.33.0", "--json"]).output)
     assert {"kind": "argv", "item": "- --mamba-cache-mode=align", "before": "--mamba-cache-mode=align",
             "after": None, "node": "every node"} in as_json["changes"]  # fmt: skip
 

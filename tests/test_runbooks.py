@@ -16,12 +16,13 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-import click
 import pytest
-from click.testing import CliRunner
 
 from launcher.cli import cli
+from launcher.cli.commandline import Command as CliCommand
+from launcher.cli.commandline import Group
 from tests.conftest import ROOT
+from tests.invoke import invoke
 
 DEPLOY = ROOT / "deploy"
 RUNBOOKS = sorted(DEPLOY.glob("*.md"))
@@ -155,7 +156,7 @@ MAKE = [c for c in ALL if c.tool == "make"]
 @functools.cache
 def help_text(*subcommand: str) -> tuple[int, str]:
     """Exit code and output of the real `spark-launch [SUBCOMMAND] --help`."""
-    result = CliRunner().invoke(cli, [*subcommand, "--help"])
+    result = invoke([*subcommand, "--help"])
     return result.exit_code, result.output
 
 
@@ -194,9 +195,9 @@ def test_commands_were_found() -> None:
 def subcommands_of(words: list[str]) -> tuple[str, ...]:
     """The (sub)command path a command line names: `export systemd` within the group `export`."""
     path: list[str] = []
-    group: click.Command = cli
+    group: CliCommand = cli
     for word in words:
-        if word.startswith("-") or not isinstance(group, click.Group):
+        if word.startswith("-") or not isinstance(group, Group):
             break
         path.append(word)
         if word not in group.commands:
@@ -248,7 +249,7 @@ def test_offline_readme_commands_were_found() -> None:
 @pytest.mark.parametrize("command", RUNNABLE, ids=[c.id for c in RUNNABLE])
 def test_readme_command_runs_as_shown(command: Command, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
-    result = CliRunner().invoke(cli, list(command.args))
+    result = invoke(list(command.args))
     assert result.exit_code == 0, f"{command.id}:\n{result.output}"
 
 

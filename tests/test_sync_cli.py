@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import io
 
-from click.testing import CliRunner
-
-from launcher.cli import cli
 from launcher.cli.sync_commands import TransferPrinter
 from launcher.core.sync.transfer import CopyProgress
+from tests.invoke import invoke
 
 MB = 1_000_000
 
@@ -19,9 +17,9 @@ class Terminal(io.StringIO):
 
 
 def test_sync_is_a_group_with_models() -> None:
-    result = CliRunner().invoke(cli, ["sync", "--help"])
+    result = invoke(["sync", "--help"])
     assert result.exit_code == 0 and "models" in result.output
-    result = CliRunner().invoke(cli, ["sync", "models", "--help"])
+    result = invoke(["sync", "models", "--help"])
     assert result.exit_code == 0
     for option in ("--from", "--dry-run", "--relay", "--bwlimit", "--json", "--ssh-config"):
         assert option in result.output

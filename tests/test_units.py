@@ -10,27 +10,24 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from launcher.cli import cli
 from launcher.core.serving.systemd import Unit, env_file_text, render_unit, systemd_word
-from launcher.errors import SparkLaunchError
 from tests.conftest import ROOT
+from tests.invoke import Invoked, invoke
 
 QWEN = ROOT / "configs" / "qwen3-next-2x-spark.yaml"
 SECRET = "hf_planted_secret_value_0123456789"
 
 
 def export(*args: str) -> str:
-    done = CliRunner().invoke(cli, ["export", "systemd", str(QWEN), *args], env={"HF_TOKEN": SECRET})
+    done = invoke(["export", "systemd", str(QWEN), *args], env={"HF_TOKEN": SECRET})
     assert done.exit_code == 0, done.output
     return done.output
 
 
-def install_unit(unit_dir: Path, env_file: Path) -> Result:
+def install_unit(unit_dir: Path, env_file: Path) -> Invoked:
     """`export systemd --install` of the qwen example, with no systemctl to enable it with."""
-    return CliRunner().invoke(
-        cli,
+    return invoke(
         [
             "export",
             "systemd",
@@ -102,7 +99,7 @@ def test_install_writes_the_unit_and_a_root_only_secrets_file_then_says_enabling
 ) -> None:
     env_file = tmp_path / "etc" / "spark-launch.env"
     done = install_unit(tmp_path, env_file)
-    assert "`systemctl daemon-reload` could not run" in str(done.exception)  # main() prints it, exit 1
+    assert done.exit_code == 1 and "`systemctl daemon-reload` could not run" in done.output
     unit = tmp_path / "spark-launch-spark-pair.service"
     assert SECRET not in unit.read_text() and f"EnvironmentFile={env_file}" in unit.read_text()
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600 and env_file.stat().st_uid == os.geteuid()
@@ -122,9 +119,10 @@ def test_an_existing_secrets_file_of_another_user_is_refused_not_kept(tmp_path: 
     env_file.write_text("LD_PRELOAD=/tmp/theirs.so\n")
     os.chown(env_file, 65534, 65534)
     done = install_unit(tmp_path, env_file)
-    assert isinstance(done.exception, SparkLaunchError)
-    assert done.exception.message.startswith(
-        f"the secrets file {env_file} is owned by uid 65534 (neither root nor you): whoever controls it"
+    assert done.exit_code == 1
+    assert (
+        f"spark-launch: the secrets file {env_file} is owned by uid 65534 (neither root nor you): "
+        "whoever controls it" in done.output
     )
     assert env_file.stat().st_uid == 65534 and env_file.read_text() == "LD_PRELOAD=/tmp/theirs.so\n"
 
@@ -133,15 +131,15 @@ def test_an_existing_secrets_file_is_made_0600_and_a_link_or_open_folder_is_refu
     env_file = tmp_path / "spark.env"
     env_file.write_text("HF_TOKEN=kept\n")
     env_file.chmod(0o644)
-    assert "systemctl daemon-reload" in str(install_unit(tmp_path, env_file).exception)  # got that far
+    assert "systemctl daemon-reload" in install_unit(tmp_path, env_file).output  # got that far
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600 and env_file.read_text() == "HF_TOKEN=kept\n"
     link = tmp_path / "link.env"
     link.symlink_to(env_file)
-    assert "is not a plain file (a link, say)" in str(install_unit(tmp_path, link).exception)
+    assert "is not a plain file (a link, say)" in install_unit(tmp_path, link).output
     folder = tmp_path / "open"
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
-    assert "may be written by others" in str(install_unit(tmp_path, folder / "x.env").exception)
+    assert "may be written by others" in install_unit(tmp_path, folder / "x.env").output
     assert not (folder / "x.env").exists()
 
 

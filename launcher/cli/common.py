@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-import click
-
+from launcher.cli import commandline
+from launcher.cli.commandline import File, FloatRange, argument, current_context, option
 from launcher.errors import SparkLaunchError, SpecError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
@@ -23,10 +23,10 @@ if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands tha
     from launcher.node.ssh import SshExecutor
 
 F = TypeVar("F", bound=Callable[..., Any])
-SPEC = click.argument("spec", type=click.Path(dir_okay=False), metavar="SPEC.yaml")
-CONNECT_TIMEOUT = click.option(
+SPEC = argument("spec", type=File(), metavar="SPEC.yaml")
+CONNECT_TIMEOUT = option(
     "--connect-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FloatRange(min=0, min_open=True),
     default=None,
     metavar="SECONDS",
     expose_value=False,
@@ -38,7 +38,7 @@ CONNECT_TIMEOUT = click.option(
 
 def ssh_options(help_text: str) -> Callable[[F], F]:
     """--ssh-config (with this help) and --connect-timeout, for every command that uses SSH."""
-    config = click.option("--ssh-config", type=click.Path(dir_okay=False), default=None, help=help_text)
+    config = option("--ssh-config", type=File(), default=None, help=help_text)
     return lambda f: config(CONNECT_TIMEOUT(f))
 
 
@@ -47,12 +47,12 @@ SSH_CONFIG = ssh_options("ssh_config file to use (default: the spec's ssh_config
 
 def connect_timeout() -> float | None:
     """The --connect-timeout of the running command, if given."""
-    value = click.get_current_context().meta.get("connect_timeout")
-    return float(value) if value is not None else None
+    value = current_context().meta.get("connect_timeout")
+    return value if isinstance(value, float) else None
 
 
-JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
-DEPLOYMENT = click.option(
+JSON = option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
+DEPLOYMENT = option(
     "--deployment",
     "deployment",
     default=None,
@@ -63,7 +63,7 @@ DEPLOYMENT = click.option(
 
 def echo(text: str, err: bool = False, nl: bool = True) -> None:
     """Print text that may hold what nodes said: control characters escaped, lines kept."""
-    click.echo(printable(text), err=err, nl=nl)
+    commandline.echo(printable(text), err=err, nl=nl)
 
 
 def terminal(stream: TextIO | None = None) -> tuple[int | None, bool]:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
+from launcher.cli.commandline import group, option
 from launcher.cli.common import SPEC, SSH_CONFIG, echo, planned_fleet
 from launcher.errors import ExitStatus
 
 
-@click.group()
+@group()
 def export() -> None:
     """Export the cluster's supervision for other tools (systemd).
 
@@ -22,19 +21,15 @@ def export() -> None:
 
 @export.command("systemd")
 @SPEC
-@click.option(
-    "--install", is_flag=True, help="Write the unit and the secrets file, then enable the unit (root)."
-)
-@click.option(
-    "--user", default=None, help="Run supervise as this user (needs SSH to the nodes) [default: you]."
-)
-@click.option("--env-file", default=None, help="The secrets file [default: /etc/spark-launch/CLUSTER.env].")
-@click.option(
+@option("--install", is_flag=True, help="Write the unit and the secrets file, then enable the unit (root).")
+@option("--user", default=None, help="Run supervise as this user (needs SSH to the nodes) [default: you].")
+@option("--env-file", default=None, help="The secrets file [default: /etc/spark-launch/CLUSTER.env].")
+@option(
     "--unit-dir", default="/etc/systemd/system", show_default=True, help="Where --install writes the unit."
 )
 @SSH_CONFIG
-@click.option("--events", default=None, help="supervise --events for the unit.")
-@click.option("--drop-caches", is_flag=True, help="supervise --drop-caches for the unit.")
+@option("--events", default=None, help="supervise --events for the unit.")
+@option("--drop-caches", is_flag=True, help="supervise --drop-caches for the unit.")
 def systemd(
     spec: str,
     install: bool,

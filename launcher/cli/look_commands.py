@@ -6,8 +6,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-import click
-
+from launcher.cli.commandline import command, option
 from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
 from launcher.cli.reaching import reach_deployments
 from launcher.errors import ExitStatus, InputError
@@ -17,17 +16,15 @@ if TYPE_CHECKING:
     from launcher.node.executor import NodeError
 
 
-@click.command()
+@command()
 @SPEC
 @SSH_CONFIG
-@click.option(
+@option(
     "--deadline", type=float, default=30, show_default=True, help="Seconds a 1-token completion may take."
 )
-@click.option("--no-watchdog", is_flag=True, help="Only the nodes and /health: no completion, no /metrics.")
-@click.option("-w", "--watch", is_flag=True, help="Refresh until Ctrl-C (in place on a terminal).")
-@click.option(
-    "--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch)."
-)
+@option("--no-watchdog", is_flag=True, help="Only the nodes and /health: no completion, no /metrics.")
+@option("-w", "--watch", is_flag=True, help="Refresh until Ctrl-C (in place on a terminal).")
+@option("--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch).")
 @DEPLOYMENT
 @JSON
 def status(
@@ -104,17 +101,15 @@ def _fleet_status(chosen: Reachable, deadline: float | None, as_json: bool) -> E
     return ExitStatus.OK if all_serve(found) else ExitStatus.FAILURE
 
 
-@click.command()
+@command()
 @SPEC
 @SSH_CONFIG
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
-@click.option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
-@click.option(
-    "-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first."
-)
-@click.option("--json", "as_json", is_flag=True, help='One JSON object a line: {"node": ..., "line": ...}.')
+@option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
+@option("-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first.")
+@option("--json", "as_json", is_flag=True, help='One JSON object a line: {"node": ..., "line": ...}.')
 @DEPLOYMENT
-@click.option("--endpoint", "of_endpoint", is_flag=True, help="The endpoint's log (on the head node).")
+@option("--endpoint", "of_endpoint", is_flag=True, help="The endpoint's log (on the head node).")
 def logs(
     spec: str,
     ssh_config: str | None,
@@ -168,7 +163,7 @@ def logs(
         return ExitStatus.UNREACHABLE if said else ExitStatus.OK
 
 
-@click.command()
+@command()
 @SPEC
 @SSH_CONFIG
 @DEPLOYMENT

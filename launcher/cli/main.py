@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
 from collections.abc import Sequence
 
-import click
-
 from launcher import __version__
+from launcher.cli import commandline
+from launcher.cli.commandline import Context, Exit, Help, Option, UsageError, group, option
 from launcher.cli.common import echo, terminal
 from launcher.cli.lazy import LazyCommands
 from launcher.errors import ExitStatus, SparkLaunchError
+
+PROG = "spark-launch"  # as usage and help name the program, however it was started
 
 # Every command, by the module that defines it: only the one that runs is imported.
 COMMANDS = {
@@ -36,9 +39,9 @@ COMMANDS = {
 }
 
 
-def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+def _version(ctx: Context, _: Option, value: bool) -> None:
     """--version: the launcher's version and the vLLM releases it has a catalog for."""
-    if not value or ctx.resilient_parsing:
+    if not value:
         return
     from launcher.catalogs import known_versions
 
@@ -46,9 +49,9 @@ def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
     ctx.exit()
 
 
-def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
+def _verbose(ctx: Context, _: Option, value: int) -> None:
     """-v: how each node is reached (target, ssh_config, timeout, known_hosts, keys); -vv: paramiko too."""
-    if not value or ctx.resilient_parsing:
+    if not value:
         return
     import logging  # only when asked: its import is a tenth of `plan`'s start-up
 
@@ -70,11 +73,8 @@ def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
     ctx.call_on_close(quiet)
 
 
-@click.group(
-    commands=LazyCommands(COMMANDS),
-    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-)
-@click.option(
+@group(PROG, commands=LazyCommands(COMMANDS))
+@option(
     "--version",
     is_flag=True,
     expose_value=False,
@@ -82,7 +82,7 @@ def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
     callback=_version,
     help="Show the version and the vLLM releases supported, and exit.",
 )
-@click.option(
+@option(
     "-v",
     "--verbose",
     count=True,
@@ -130,18 +130,27 @@ def cli() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the CLI; the one place that turns outcomes and errors into exit codes."""
+    if "_SPARK_LAUNCH_COMPLETE" in os.environ:  # the shell asks (launcher.cli.completion)
+        from launcher.cli import completion
+
+        sys.exit(completion.answer(cli, os.environ["_SPARK_LAUNCH_COMPLETE"], PROG))
     try:
-        status = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+        status = commandline.main(cli, list(argv) if argv is not None else sys.argv[1:], PROG)
     except SparkLaunchError as exc:
         text = exc.render_on(*terminal(sys.stderr))
         echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
         sys.exit(exc.exit_status)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(ExitStatus.BAD_SPEC if isinstance(exc, click.UsageError) else ExitStatus.FAILURE)
-    except (KeyboardInterrupt, click.exceptions.Abort):
+    except Help as wanted:
+        from launcher.cli import helptext
+
+        echo(helptext.command_help(wanted.command, wanted.prog), err=wanted.code != 0)
+        sys.exit(wanted.code)
+    except Exit as exc:
+        sys.exit(exc.code)
+    except UsageError as exc:
+        echo(exc.show(), err=True)
+        sys.exit(ExitStatus.BAD_SPEC)
+    except KeyboardInterrupt:
         echo("interrupted", err=True)
         sys.exit(ExitStatus.INTERRUPTED)
     sys.exit(int(status) if isinstance(status, int) else ExitStatus.OK)
@@ -150,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def entry() -> None:
     """The `spark-launch` program (and `python -m launcher`): `main` in a process of its own.
 
-    Everything start-up made (click, the imported modules) lives as long as the process, so it
+    Everything start-up made (the commands, the imported modules) lives as long as the process, so it
     is frozen out of the cyclic collector's sight, and once more at the end: the interpreter's
     exit then skips examining every object the command made, a seventh of a `plan`. Objects
     are still freed, files closed and atexit handlers run as ever; what a frozen reference cycle

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import click
-
+from launcher.cli.commandline import argument, command
 from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus
 
 
-@click.command()
+@command()
 @SPEC
 @JSON
 def runs(spec: str, as_json: bool) -> ExitStatus:
@@ -41,9 +40,9 @@ def runs(spec: str, as_json: bool) -> ExitStatus:
     return ExitStatus.OK
 
 
-@click.command()
+@command()
 @SPEC
-@click.argument("sides", nargs=-1, metavar="[RUN_A [RUN_B]]")
+@argument("sides", nargs=-1, metavar="[RUN_A [RUN_B]]")
 @SSH_CONFIG
 @JSON
 def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: bool) -> ExitStatus:
@@ -86,7 +85,7 @@ def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: boo
     return ExitStatus.FAILURE if changes else ExitStatus.OK
 
 
-@click.command()
+@command()
 @SPEC
 @SSH_CONFIG
 def lock(spec: str, ssh_config: str | None) -> ExitStatus:

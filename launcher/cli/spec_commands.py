@@ -4,23 +4,22 @@ from __future__ import annotations
 
 import json
 
-import click
-
+from launcher.cli.commandline import BadParameter, command, option
 from launcher.cli.common import SPEC, SSH_CONFIG, echo, open_deployments, screen
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
-@click.command()
+@command()
 @SPEC
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON for scripts.")
-@click.option(
+@option("--json", "as_json", is_flag=True, help="Print the plan as JSON for scripts.")
+@option(
     "--compare-release",
     "release",
     metavar="VERSION",
     default=None,
     help="Preview moving to another supported vLLM release: what changes, per node.",
 )
-@click.option(
+@option(
     "--from-head",
     is_flag=True,
     help="Read what this machine lacks (the model's config.json, a build's flag catalog) from the head node.",
@@ -75,9 +74,9 @@ def plan(
     return ExitStatus.OK
 
 
-@click.command()
+@command()
 @SPEC
-@click.option("--json", "as_json", is_flag=True, help="Print the verdict and every problem as JSON.")
+@option("--json", "as_json", is_flag=True, help="Print the verdict and every problem as JSON.")
 def validate(spec: str, as_json: bool) -> ExitStatus:
     """Check a spec; print every problem with file:line and exit 2, or exit 0.
 
@@ -125,8 +124,8 @@ def _whole_file(exc: SparkLaunchError) -> dict[str, object]:
     return {"line": None, "path": None, "message": exc.message, "hint": exc.hint}
 
 
-@click.command()
-@click.option(
+@command()
+@option(
     "--release",
     metavar="VERSION",
     help="Describe `serve` as this vLLM release has it, for every spec (editors without if/then).",
@@ -151,6 +150,6 @@ def schema(release: str | None) -> ExitStatus:
     from launcher.core.views import editor_schema
 
     if release is not None and release not in known_versions():
-        raise click.BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
+        raise BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
     echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
     return ExitStatus.OK

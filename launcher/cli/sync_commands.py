@@ -8,8 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-import click
-
+from launcher.cli.commandline import group, option
 from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.cli.progress import Printer
 from launcher.errors import ExitStatus, printable
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
     from launcher.core.sync.transfer import CopyProgress
 
 
-@click.group()
+@group()
 def sync() -> None:
     """Make what every node holds identical to one node's.
 
@@ -33,14 +32,14 @@ def sync() -> None:
 @sync.command()
 @SPEC
 @SSH_CONFIG
-@click.option("--from", "source", metavar="NODE", help="Copy from this node (default: the head, rank 0).")
-@click.option("--dry-run", is_flag=True, help="Say per node what would be copied and removed; copy nothing.")
-@click.option(
+@option("--from", "source", metavar="NODE", help="Copy from this node (default: the head, rank 0).")
+@option("--dry-run", is_flag=True, help="Say per node what would be copied and removed; copy nothing.")
+@option(
     "--relay",
     is_flag=True,
     help="Pass the copy through this machine, for nodes that cannot SSH to each other (slower).",
 )
-@click.option("--bwlimit", type=float, metavar="MB/S", help="Limit each target's copy to this rate.")
+@option("--bwlimit", type=float, metavar="MB/S", help="Limit each target's copy to this rate.")
 @JSON
 def models(
     spec: str,
@@ -147,7 +146,7 @@ class TransferPrinter:
 @sync.command()
 @SPEC
 @SSH_CONFIG
-@click.option(
+@option(
     "--relay",
     is_flag=True,
     help="Pass the image through this machine, for nodes that cannot SSH to each other (slower).",
