@@ -14,7 +14,6 @@ A file that cannot be read back whole counts as absent: the cache only saves wor
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import time
@@ -23,6 +22,7 @@ from typing import Any
 
 from launcher.core.vllm.catalog import Catalog, catalog_from_dict
 from launcher.core.vllm.models import ModelFiles
+from launcher.digest import sha256
 
 
 def root() -> Path:
@@ -93,7 +93,7 @@ def _whence(learned: dict[str, Any]) -> str:
 
 def model_file(head: str, path: str) -> Path:
     """Where the model files read from `head` (its ssh target) at `path` are kept."""
-    key = hashlib.sha256(json.dumps([head, path]).encode()).hexdigest()[:24]
+    key = sha256(json.dumps([head, path]).encode()).hexdigest()[:24]
     return root() / "models" / f"{key}.json"
 
 

@@ -10,7 +10,6 @@ commands that plan for the nodes read what is missing from the head instead
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -27,6 +26,7 @@ from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_docu
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
 from launcher.core.vllm.releases import Release, UnknownRules, release_for
+from launcher.digest import sha256
 from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
 
 if TYPE_CHECKING:  # only --compare-release needs it: not paid by every plan
@@ -145,7 +145,7 @@ def local_model_files(spec: Spec) -> ModelFiles | None:
         config: Any = json.loads(data)
     except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
         config = None
-    digest = hashlib.sha256(data).hexdigest() if data else None
+    digest = sha256(data).hexdigest() if data else None
     return ModelFiles(spec.model.path, config, (model_dir / "modules.json").is_file(), sha256=digest)
 
 

@@ -1,7 +1,7 @@
 """The layers, checked: each package imports only what its layer may, and the core does no I/O.
 
-    records  <-  errors  <-  core  <-  node  <-  commands  <-  cli
-                               ^-- load, catalogs (the planning path's file reads)
+    records, digest  <-  errors  <-  core  <-  node  <-  commands  <-  cli
+                                       ^-- load, catalogs (the planning path's file reads)
 
 The core turns values into values (no environment, files, printing, clock, subprocess,
 sockets), the node side never reaches up into the commands, nothing imports click (the
@@ -102,8 +102,8 @@ CORE = files_of("launcher.core")
 
 
 @pytest.mark.parametrize("path", CORE, ids=ids(CORE))
-def test_the_core_imports_only_itself_errors_and_records(path: Path) -> None:
-    allowed_here = ("launcher.core", "launcher.errors", "launcher.records")
+def test_the_core_imports_only_itself_and_the_bottom_layers(path: Path) -> None:
+    allowed_here = ("launcher.core", "launcher.errors", "launcher.records", "launcher.digest")
     outside = {n for n in launcher_imports(path) if not allowed(n, *allowed_here)}
     assert not outside, f"{module_name(path)} reaches out of the core: {sorted(outside)}"
 
@@ -142,8 +142,9 @@ def test_every_package_folder_is_a_package() -> None:
     assert [str(f.relative_to(ROOT)) for f in sorted(folders) if not (f / "__init__.py").exists()] == []
 
 
-def test_records_and_errors_are_the_bottom_layers() -> None:
+def test_records_digest_and_errors_are_the_bottom_layers() -> None:
     assert launcher_imports(PACKAGE / "records.py") == set()
+    assert launcher_imports(PACKAGE / "digest.py") == set()
     assert launcher_imports(PACKAGE / "errors.py") <= {"launcher.records", "launcher.records.record"}
 
 

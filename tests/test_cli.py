@@ -87,6 +87,7 @@ PLAN_PATH = {
     "launcher",
     "launcher.cache",
     "launcher.catalogs",
+    "launcher.digest",
     "launcher.errors",
     "launcher.load",
     "launcher.records",

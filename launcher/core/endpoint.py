@@ -11,12 +11,12 @@ run time. The release is pinned exactly (ROUTER_PIN); scripts/router-venv.sh bui
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from launcher.core.plan import Plan
 from launcher.core.spec.deployments import ENDPOINT, served_name
 from launcher.core.spec.sections import EndpointSection, Node, Spec
+from launcher.digest import sha256
 from launcher.records import record
 
 ROUTER = "litellm"
@@ -58,7 +58,7 @@ class EndpointPlan:
     def digest(self) -> str:
         """A short hash of what runs: equal plans, equal digests."""
         data = [self.argv, self.env, self.secrets, self.config]
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     @property
     def url(self) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
@@ -17,6 +16,7 @@ from launcher.core.spec.sections import Spec
 from launcher.core.vllm.argv import BadValue, check_value, option_args
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts
+from launcher.digest import sha256
 from launcher.errors import Problem
 from launcher.records import record
 
@@ -88,7 +88,7 @@ class Plan:
     def digest(self) -> str:
         """A short hash of the rendered commands: equal plans, equal digests."""
         data = [[n.name, n.argv, n.env, n.secrets] for n in self.nodes]
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        return sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import field
@@ -10,6 +9,7 @@ from typing import Any
 
 from launcher.core.answers.facts import Facts
 from launcher.core.checks.budget import Budget
+from launcher.digest import sha256
 from launcher.errors import ExitStatus
 from launcher.records import record
 
@@ -76,5 +76,5 @@ def each(area: str, item: str, values: Mapping[str, Any], hint: str, level: str 
 def short(value: Any) -> Any:
     """A hash shortened for the table; other values unchanged."""
     if isinstance(value, str) and len(value) >= 32:
-        return hashlib.sha256(value.encode()).hexdigest()[:12] if not value.isalnum() else value[:12]
+        return sha256(value.encode()).hexdigest()[:12] if not value.isalnum() else value[:12]
     return value

@@ -9,7 +9,6 @@ lock file).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
 from launcher.core.spec.sections import Spec
 from launcher.core.sync.manifest import Manifest, model_dirs
+from launcher.digest import sha256
 
 FORMAT = 1  # the receipt's layout; a reader skips a receipt of another format
 SECRET = "(secret)"
@@ -33,7 +33,7 @@ VENV_KEYS = {
 
 def value_hash(value: str) -> str:
     """A short, stable hash of a variable's value: equal values, equal hashes."""
-    return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
+    return "sha256:" + sha256(value.encode()).hexdigest()[:16]
 
 
 def env_hashes(spec: Spec, node: NodeCommand, inherited: Mapping[str, str]) -> dict[str, str]:

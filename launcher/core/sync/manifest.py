@@ -9,13 +9,13 @@ Sparks' Arm cores hash it in hardware.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
 from launcher.core.spec.sections import Spec
+from launcher.digest import sha256
 from launcher.records import record
 
 CONFIG = "config.json"
@@ -89,7 +89,7 @@ class Manifest:
         body: Any = {k: [v.size, v.sha256] for k, v in sorted(self.files.items())}
         if self.links:  # without links, the digest a manifest of files alone always had
             body = {"files": body, "links": dict(sorted(self.links.items()))}
-        return hashlib.sha256(json.dumps(body).encode()).hexdigest()
+        return sha256(json.dumps(body).encode()).hexdigest()
 
 
 def model_dirs(spec: Spec) -> list[tuple[str, str]]:
