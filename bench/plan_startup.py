@@ -5,8 +5,8 @@ each command), so a change of load on the machine hits them all alike. Bytecode 
 first (an installed package has it; with PYTHONDONTWRITEBYTECODE set, every run would
 compile the launcher again), and the first round is not counted. Prints the median and the
 best of N runs and the ratio to the bare start (target: `plan` within 3 times it). Also the
-floor under any `plan`: the same interpreter importing only the libraries it needs (and click
-and PyYAML alone). With `--against DIR` (another checkout, e.g. main's), each command also runs
+floor under any `plan`: the same interpreter importing only the libraries it needs (and PyYAML
+alone). With `--against DIR` (another checkout, e.g. main's), each command also runs
 from DIR's code in the same rounds: before and after, side by side. With `--python PY` (a venv
 where spark-launch is installed as a package, `pip install .`, as operators have it), every case
 runs with that interpreter from outside the source tree: a bare start there loads no editable
@@ -33,9 +33,8 @@ def commands(python: str, configs: Path) -> dict[str, list[str]]:
     launcher = [python, "-m", "launcher"]
     return {
         "python -c pass": [python, "-c", "pass"],
-        "import click": [python, "-c", "import click"],
         "import yaml": [python, "-c", "import yaml"],
-        "libraries only": [python, "-c", "import click, dataclasses, hashlib, json, shlex, yaml"],
+        "libraries only": [python, "-c", "import dataclasses, json, shlex, yaml"],
         "plan demo.yaml": [*launcher, "plan", str(configs / "demo.yaml")],
         "plan qwen3-next --json": [*launcher, "plan", str(configs / "qwen3-next-2x-spark.yaml"), "--json"],
         "validate dense": [*launcher, "validate", str(configs / "dense-2x-spark.yaml")],

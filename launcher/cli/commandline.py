@@ -241,7 +241,8 @@ class Option:
             extra.append(self.range)
         if self.required:
             extra.append("required")
-        return names, self.help + (f"  [{'; '.join(extra)}]" if extra else "")
+        shown = f"[{'; '.join(extra)}]" if extra else ""
+        return names, f"{self.help}  {shown}" if self.help and shown else self.help or shown
 
 
 class Argument:
@@ -267,7 +268,7 @@ class Argument:
         try:
             return self.convert(word)
         except ValueError as exc:
-            raise BadParameter(str(exc), self.metavar) from None
+            raise BadParameter(str(exc), quoted=_quote(self.metavar)) from None
 
 
 HELP_NAMES = ("-h", "--help")
