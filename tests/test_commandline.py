@@ -131,6 +131,7 @@ def test_usage_errors_name_what_is_wrong_under_the_commands_usage(tmp_path: Path
     assert refused("show", "a", "--every", "0").endswith(
         "Invalid value for '--every': 0.0 is not in the range x>0."
     )
+    assert refused("show", "a", "--every", "nan").endswith("nan is not in the range x>0.")
     assert refused("show", "a", "b", "c").endswith("Error: Got unexpected extra arguments (b c)")
     assert refused("show", str(tmp_path)).endswith(
         f"Invalid value for 'SPEC.yaml': File '{tmp_path}' is a directory."

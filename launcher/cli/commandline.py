@@ -3,11 +3,12 @@ and shell completion written. It uses nothing outside the standard library.
 
 A command is a function declared with `@command()` and its `@option(...)` and `@argument(...)`
 (a group's with `@group()`); it is called with the values parsed, and returns an ExitStatus.
-The declarations read as click's do, and the command line behaves as click's did: the same
-option syntax (`--name value`, `--name=value`, `-n value`, `-nVALUE`, `-fw`, `--` before
-arguments that start with a dash), the same help layout, the same usage errors (exit 2), the
-same shell completion protocol. It exists so that `spark-launch plan`'s cold start pays for
-what it runs: importing click and building its commands was a fifth of it.
+The declarations read as click's do, and the command line keeps the conventions users of
+click-based tools know: `--name value`, `--name=value`, `-n value`, `-nVALUE`, `-fw`, `--`
+before arguments that start with a dash; "Usage: ... Error: ..." and exit status 2 for a
+wrong command line; help laid out in the same columns; the `_SPARK_LAUNCH_COMPLETE` shell
+completion. It is the launcher's own, not a library, because importing a command-line library
+and building 18 commands with it was a fifth of `spark-launch plan`'s cold start.
 
 Parsing imports nothing. Help is laid out by `helptext` and shell completion answered by
 `completion`, each imported by the program only when asked for (`Help` says which command's).
@@ -20,7 +21,7 @@ import sys
 
 TYPE_CHECKING = False  # typing is not imported at run time: plan's start-up does without it
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, MutableMapping, Sequence
     from typing import Any
 
     Converter = Callable[[str], Any]
@@ -46,9 +47,8 @@ class UsageError(Exception):
 class BadParameter(UsageError):
     """A value the command cannot use: "Invalid value for '--hosts': ...", exit status 2."""
 
-    def __init__(self, message: str, param_hint: str | None = None, quoted: str | None = None) -> None:
-        hint = quoted or param_hint
-        super().__init__(f"Invalid value for {hint}: {message}" if hint else message)
+    def __init__(self, message: str, param_hint: str | None = None) -> None:
+        super().__init__(f"Invalid value for {param_hint}: {message}" if param_hint else message)
 
 
 class Exit(Exception):
@@ -129,7 +129,7 @@ class FloatRange:
 
     def __call__(self, value: str) -> float:
         number = _float(value)
-        if number < self.min or (self.min_open and number == self.min):
+        if not (number > self.min if self.min_open else number >= self.min):  # nan too
             raise ValueError(f"{number} is not in the range {self.label}.")
         return number
 
@@ -228,7 +228,7 @@ class Option:
         try:
             converted = [self.convert(word) for word in given]
         except ValueError as exc:
-            raise BadParameter(str(exc), quoted=self.hint()) from None
+            raise BadParameter(str(exc), self.hint()) from None
         return tuple(converted) if self.multiple else converted[-1]
 
     def help_row(self) -> tuple[str, str]:
@@ -268,7 +268,7 @@ class Argument:
         try:
             return self.convert(word)
         except ValueError as exc:
-            raise BadParameter(str(exc), quoted=_quote(self.metavar)) from None
+            raise BadParameter(str(exc), _quote(self.metavar)) from None
 
 
 HELP_NAMES = ("-h", "--help")
@@ -283,9 +283,6 @@ class Command:
         declared: list[Option | Argument] = getattr(function, "__parameters__", [])
         self.params = list(reversed(declared))  # decorators apply from the bottom up
         self.help = _cleandoc(function.__doc__ or "").split("\f", 1)[0]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.function(*args, **kwargs)
 
     @property
     def options(self) -> list[Option]:
@@ -384,10 +381,10 @@ class Group(Command):
         self,
         function: Callable[..., Any],
         name: str | None = None,
-        commands: Mapping[str, Command] | None = None,
+        commands: MutableMapping[str, Command] | None = None,
     ) -> None:
         super().__init__(function, name)
-        self.commands: Mapping[str, Command] = commands if commands is not None else {}
+        self.commands: MutableMapping[str, Command] = commands if commands is not None else {}
 
     def usage(self, prog: str) -> str:
         return f"Usage: {prog} [OPTIONS] COMMAND [ARGS]..."
@@ -397,7 +394,7 @@ class Group(Command):
 
         def declare(function: Callable[..., Any]) -> Command:
             made = Command(function, name)
-            self.commands[made.name] = made  # type: ignore[index]
+            self.commands[made.name] = made
             return made
 
         return declare
@@ -415,7 +412,7 @@ class Group(Command):
                 raise UsageError("Missing command.")
             name, rest = positional[0], positional[1:]
             if name not in self.commands:
-                raise UsageError(f"No such command {_quote(name)}.{_did_you_mean(name, self.commands)}")
+                raise UsageError(f"No such command {_quote(name)}.{_did_you_mean(name, self.commands, 1)}")
             self.function(**kwargs)
         except UsageError as exc:
             if exc.command is None:
@@ -464,10 +461,11 @@ def _next_value(name: str, rest: list[str]) -> str:
     return rest.pop(0)
 
 
-def _did_you_mean(word: str, choices: Iterator[str] | Mapping[str, object]) -> str:
+def _did_you_mean(word: str, choices: Iterable[str], most: int = 3) -> str:
+    """ " Did you mean '--lines'?" (or the few that are close), or nothing."""
     import difflib  # an error only
 
-    close = difflib.get_close_matches(word, list(choices))
+    close = difflib.get_close_matches(word, list(choices), n=most)
     if not close:
         return ""
     return (
@@ -518,7 +516,7 @@ def command(name: str | None = None) -> Callable[[Callable[..., Any]], Command]:
 
 
 def group(
-    name: str | None = None, commands: Mapping[str, Command] | None = None
+    name: str | None = None, commands: MutableMapping[str, Command] | None = None
 ) -> Callable[[Callable[..., Any]], Group]:
     """Declare a group of commands (its function runs before the command, with the group's options)."""
     return lambda function: Group(function, name, commands)
@@ -537,7 +535,7 @@ def main(root: Group, words: Sequence[str], prog: str = "spark-launch") -> objec
 
 
 def echo(text: str, err: bool = False, nl: bool = True) -> None:
-    """Write text to stdout (stderr with `err`) and flush it, as the line is whole."""
+    """Write text to stdout (stderr with `err`) and flush it: each line is out when written."""
     stream = sys.stderr if err else sys.stdout
     stream.write(f"{text}\n" if nl else text)
     stream.flush()
