@@ -35,7 +35,8 @@ OUR_MARKS = re.compile("|".join(re.escape(f"\x1b[{code}m") for code in (*STYLES.
 
 
 class _Terminal(io.StringIO):
-    """Captured output that claims to be a terminal, so click strips nothing from it."""
+    """Captured output that claims to be a terminal: the launcher marks failures there, and the
+    check sees every escape the commands write."""
 
     def isatty(self) -> bool:
         return True
