@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from unittest.mock import patch
 
 from launcher.cli import main
 
@@ -22,19 +23,10 @@ class Invoked:
 
 def invoke(args: Sequence[str], env: Mapping[str, str] | None = None) -> Invoked:
     """Run `spark-launch ARGS` here, with `env` set for it (restored after)."""
-    before = {name: os.environ.get(name) for name in env or {}}
-    os.environ.update(env or {})
     written = io.StringIO()
-    try:
-        with redirect_stdout(written), redirect_stderr(written):
-            try:
-                main(list(args))
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with patch.dict(os.environ, env or {}), redirect_stdout(written), redirect_stderr(written):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
     return Invoked(code, written.getvalue())

@@ -51,6 +51,14 @@ class BadParameter(UsageError):
         super().__init__(f"Invalid value for {param_hint}: {message}" if param_hint else message)
 
 
+class MissingValue(UsageError):
+    """An option that takes a value, given last without one (completion offers its values)."""
+
+    def __init__(self, name: str, option: Option) -> None:
+        super().__init__(f"Option {_quote(name)} requires an argument.")
+        self.option = option
+
+
 class Exit(Exception):
     """End the command now with this status (`--version`)."""
 
@@ -292,6 +300,10 @@ class Command:
     def arguments(self) -> list[Argument]:
         return [p for p in self.params if isinstance(p, Argument)]
 
+    def by_word(self) -> dict[str, Option]:
+        """Each option by each of its names (`-n` and `--lines`)."""
+        return {name: o for o in self.options for name in o.opts}
+
     def usage(self, prog: str) -> str:
         words = [f"Usage: {prog} [OPTIONS]"]
         words += [a.metavar for a in self.arguments]
@@ -318,7 +330,7 @@ class Command:
         """The words given to each option (by name), and the positional words, in order. With
         `interspersed` False (a group), the first positional word ends the options: it and what
         follows are the positional words."""
-        by_word = {opt: o for o in self.options for opt in o.opts}
+        by_word = self.by_word()
         given: dict[str, list[str]] = {}
         positional: list[str] = []
         rest = list(words)
@@ -328,7 +340,7 @@ class Command:
                 positional += rest
                 break
             if word.startswith("-") and len(word) > 1:
-                for name, value in _options_in(word, rest, by_word):
+                for name, value in options_in(word, rest, by_word):
                     given.setdefault(name, []).append(value)
             elif interspersed:
                 positional.append(word)
@@ -361,17 +373,21 @@ class Command:
         return kwargs
 
     def run(self, ctx: Context, words: Sequence[str], prog: str) -> object:
-        """Parse `words` and call the function with their values: what it returns."""
+        """Run the command line `words` of this command, run as `prog`: what its function returns.
+        A usage error says this command's usage, unless a command under it said its own."""
         try:
-            given, positional = self.parse(words)
-            if "--help" in given:
-                raise Help(self, prog)
-            kwargs = self.values(ctx, given, positional)
-            return self.function(**kwargs)
+            return self.invoke(ctx, words, prog)
         except UsageError as exc:
             if exc.command is None:
                 exc.command, exc.prog = self, prog
             raise
+
+    def invoke(self, ctx: Context, words: Sequence[str], prog: str) -> object:
+        """Parse `words` and call the function with their values."""
+        given, positional = self.parse(words)
+        if "--help" in given:
+            raise Help(self, prog)
+        return self.function(**self.values(ctx, given, positional))
 
 
 class Group(Command):
@@ -399,29 +415,24 @@ class Group(Command):
 
         return declare
 
-    def run(self, ctx: Context, words: Sequence[str], prog: str) -> object:
+    def invoke(self, ctx: Context, words: Sequence[str], prog: str) -> object:
         """Parse the group's options, run its function, then the command named next."""
-        try:
-            given, positional = self.parse(words, interspersed=False)
-            if "--help" in given:
-                raise Help(self, prog)
-            kwargs = self.values(ctx, given, [])  # --version ends here
-            if not words:  # as --help, on stderr, and a usage error's status
-                raise Help(self, prog, 2)
-            if not positional:
-                raise UsageError("Missing command.")
-            name, rest = positional[0], positional[1:]
-            if name not in self.commands:
-                raise UsageError(f"No such command {_quote(name)}.{_did_you_mean(name, self.commands, 1)}")
-            self.function(**kwargs)
-        except UsageError as exc:
-            if exc.command is None:
-                exc.command, exc.prog = self, prog
-            raise
+        given, positional = self.parse(words, interspersed=False)
+        if "--help" in given:
+            raise Help(self, prog)
+        kwargs = self.values(ctx, given, [])  # --version ends here
+        if not words:  # as --help, on stderr, and a usage error's status
+            raise Help(self, prog, 2)
+        if not positional:
+            raise UsageError("Missing command.")
+        name, rest = positional[0], positional[1:]
+        if name not in self.commands:
+            raise UsageError(f"No such command {_quote(name)}.{_did_you_mean(name, self.commands, 1)}")
+        self.function(**kwargs)
         return self.commands[name].run(ctx, rest, f"{prog} {name}")
 
 
-def _options_in(word: str, rest: list[str], by_word: dict[str, Option]) -> list[tuple[str, str]]:
+def options_in(word: str, rest: list[str], by_word: dict[str, Option]) -> list[tuple[str, str]]:
     """The options one word gives (`--name`, `--name=value`, `-n`, `-nVALUE`, `-fw`), each by its
     name with the word it was given ("" for a flag); a value that is the next word is taken from
     `rest`. Help is "--help"."""
@@ -432,7 +443,7 @@ def _options_in(word: str, rest: list[str], by_word: dict[str, Option]) -> list[
         option = _known(name, by_word)
         if equals and not option.takes_value:
             raise UsageError(f"Option {_quote(name)} does not take a value.")
-        return [(option.name, value if equals or not option.takes_value else _next_value(name, rest))]
+        return [(option.name, value if equals or not option.takes_value else _next_value(name, option, rest))]
     out = []
     letters = word[1:]
     while letters:
@@ -444,7 +455,7 @@ def _options_in(word: str, rest: list[str], by_word: dict[str, Option]) -> list[
         if not option.takes_value:
             out.append((option.name, ""))
             continue
-        out.append((option.name, letters or _next_value(name, rest)))
+        out.append((option.name, letters or _next_value(name, option, rest)))
         break
     return out
 
@@ -455,9 +466,9 @@ def _known(name: str, by_word: dict[str, Option]) -> Option:
     return by_word[name]
 
 
-def _next_value(name: str, rest: list[str]) -> str:
+def _next_value(name: str, option: Option, rest: list[str]) -> str:
     if not rest:
-        raise UsageError(f"Option {_quote(name)} requires an argument.")
+        raise MissingValue(name, option)
     return rest.pop(0)
 
 
@@ -522,7 +533,7 @@ def group(
     return lambda function: Group(function, name, commands)
 
 
-def main(root: Group, words: Sequence[str], prog: str = "spark-launch") -> object:
+def main(root: Group, words: Sequence[str], prog: str) -> object:
     """Run the command line `words` (after the program's name): what the command returns.
     UsageError, Help and Exit reach the caller; the Context's close callbacks have run."""
     ctx = Context()

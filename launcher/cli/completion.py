@@ -16,7 +16,17 @@ import os
 import shlex
 import sys
 
-from launcher.cli.commandline import HELP_NAMES, Argument, Command, File, Group, Option
+from launcher.cli.commandline import (
+    HELP_NAMES,
+    Argument,
+    Command,
+    File,
+    Group,
+    MissingValue,
+    Option,
+    UsageError,
+    options_in,
+)
 
 SOURCES = {
     "bash": """\
@@ -125,18 +135,22 @@ def split(line: str) -> list[str]:
 
 
 def candidates(root: Group, args: list[str], incomplete: str) -> list[tuple[str, str]]:
-    """What may come next after `args`, starting with `incomplete`: (type, value) pairs."""
+    """What may come next after `args`, starting with `incomplete`: (type, value) pairs. The
+    words are read as the parser reads them (`options_in`); an option given last without its
+    value is the one whose value comes next."""
     command: Command = root
     expecting: Option | None = None
     arguments_seen = 0
-    for word in args:
-        if expecting is not None:
-            expecting = None
-            continue
+    rest = list(args)
+    while rest:
+        word = rest.pop(0)
         if word.startswith("-") and word != "-":
-            option = _option(command, word.partition("=")[0])
-            if option is not None and option.takes_value and "=" not in word and not _attached(word, option):
-                expecting = option
+            try:
+                options_in(word, rest, command.by_word())  # takes the option's value from rest
+            except MissingValue as exc:
+                expecting = exc.option
+            except UsageError:
+                pass  # not an option of this command: what follows is completed as if it were not there
             continue
         if isinstance(command, Group):
             if word not in command.commands:
@@ -147,23 +161,12 @@ def candidates(root: Group, args: list[str], incomplete: str) -> list[tuple[str,
     if expecting is not None:
         return [("file", "")] if isinstance(expecting.convert, File) else []
     if incomplete.startswith("-"):
-        names = [name for o in command.options for name in o.opts] + list(HELP_NAMES)
+        names = [*command.by_word(), *HELP_NAMES]
         return [("plain", n) for n in names if n.startswith(incomplete)]
     if isinstance(command, Group):
         return [("plain", n) for n in command.commands if n.startswith(incomplete)]
     upcoming = _argument_at(command.arguments, arguments_seen)
     return [("file", "")] if upcoming is not None and isinstance(upcoming.convert, File) else []
-
-
-def _option(command: Command, name: str) -> Option | None:
-    if not name.startswith("--"):
-        name = name[:2]
-    return next((o for o in command.options if name in o.opts), None)
-
-
-def _attached(word: str, option: Option) -> bool:
-    """`-n5`: the value is in the word itself."""
-    return not word.startswith("--") and len(word) > 2
 
 
 def _argument_at(arguments: list[Argument], index: int) -> Argument | None:
