@@ -67,7 +67,7 @@ release: dev                                        ## add or refresh one releas
 	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
 
 golden: dev                                         ## rewrite golden plans after an intended change
-	$(BIN)/pytest tests/test_configs.py --update-golden
+	$(BIN)/pytest tests/core/test_configs.py --update-golden
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py

@@ -185,7 +185,7 @@ def facts_answer(tmp_path: Path, **vllm: Any) -> str:
     where = tmp_path / "t" / "node1"
     done = subprocess.run(
         ["/usr/bin/python3", "-", "facts", str(where), json.dumps(request)],
-        input=bundle("facts"),
+        input=bundle("check_facts"),
         capture_output=True,
         text=True,
         check=True,

@@ -14,7 +14,6 @@ import re
 from collections import Counter
 from typing import Any
 
-from launcher.core.spec.checks import CLUSTER_NAME, check_common, check_model
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import (
     DeploymentSection,
@@ -24,6 +23,7 @@ from launcher.core.spec.sections import (
     Spec,
     SpecFile,
 )
+from launcher.core.spec.spec_checks import CLUSTER_NAME, check_common, check_model
 from launcher.errors import Problem
 
 Path = tuple[str | int, ...]
