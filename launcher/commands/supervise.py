@@ -1,7 +1,9 @@
-"""Keeping several deployments serving: one supervisor per deployment, and one for the endpoint.
+"""`spark-launch supervise`: keep every chosen deployment serving, one supervisor each, and one
+for the endpoint.
 
-Each deployment is supervised exactly as a one-model spec is (`supervise`: its own ranks, its
-own watchdog, its own restarts and limit); a trouble in one restarts that one only. The
+Each deployment is supervised exactly as a one-model spec is (`operations.running.supervising`:
+its own ranks, its own watchdog, its own restarts and limit); a trouble in one restarts that one
+only. The
 endpoint is looked at every interval and started again when it is gone or does not answer.
 Asked to stop (SIGTERM, Ctrl-C), every supervisor ends and every deployment and the endpoint
 are stopped.

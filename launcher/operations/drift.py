@@ -1,4 +1,5 @@
-"""`spark-launch lock`: write down what every node holds (SPEC.lock), and refuse a start that differs.
+"""The lock file (SPEC.lock, written by `spark-launch lock`) held against what the nodes hold now:
+a start that differs is refused (`up --locked`).
 
 Not the cluster's lock (`Cluster.locked`, which keeps two commands from acting at once): this
 is a file beside the spec, reviewed in git, naming per node the vLLM build or image, the

@@ -1,6 +1,6 @@
-"""Every deployment of a spec file (or the one chosen), and the endpoint: what up, down, status
-and verify do for several deployments. Each deployment is a Cluster of its own and goes through
-exactly what a one-model spec goes through; only the memory they share is weighed together.
+"""The chosen deployments of a spec file (or the one chosen), and the endpoint, reached: and one
+task done for each at once (`each`), with progress lines named by deployment. Each deployment is
+a Cluster of its own and goes through exactly what a one-model spec goes through.
 """
 
 from __future__ import annotations

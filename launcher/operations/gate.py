@@ -1,4 +1,5 @@
-"""`spark-launch check`: ask every node, in parallel, what would make it start differently.
+"""The gate (`check`, and `up` before it starts): ask every node at once what would make it start
+differently.
 
 One SSH call per node answers its facts: the vLLM install, the environment vLLM will
 inherit, the interface and address, free ports, GPUs and memory, the manifest of each model

@@ -1,4 +1,5 @@
-"""`spark-launch facts`: what `init` learns from each node, raw, for scripts and bug reports.
+"""What `init` and `facts` learn from each host before there is a spec: the discover script, asked
+of every host at once.
 
 One SSH call per node, all at once: the discover script reports the interfaces (with
 addresses, speed and the RDMA devices behind them), GPUs and memory, the vLLM install and

@@ -1,4 +1,5 @@
-"""`spark-launch status`: what runs on every node, which plan, and whether the head really serves.
+"""One cluster's status (`status`, `supervise`, `diagnose`): what runs on every node, which plan,
+and whether the head really serves.
 
 Besides /health (which stays 200 on a wedged tensor-parallel engine), the watchdog sends a
 one-token completion with a deadline and reads the engine's own counters on /metrics just

@@ -1,6 +1,7 @@
-"""`spark-launch up`: check, start every rank, follow them all until the head serves a completion.
+"""Starting one cluster (`up`, and `supervise` at every restart): check, start every rank, follow
+them all until the head serves a completion.
 
-`up` never leaves a half-started cluster behind: a rank that exits, a lost node, a time-out
+It never leaves a half-started cluster behind: a rank that exits, a lost node, a time-out
 or Ctrl-C stops every node that answers (and names any that could not be reached).
 """
 

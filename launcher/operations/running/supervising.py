@@ -1,4 +1,4 @@
-"""`spark-launch supervise`: keep the cluster serving, in the foreground (systemd or a terminal).
+"""Keeping one cluster serving, in the foreground (`supervise`, under systemd or in a terminal).
 
 Brings the cluster up unless it already runs this plan, then watches it: every rank's exit
 through one streaming watch per node (the same as `up` follows a start), and the head
