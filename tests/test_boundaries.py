@@ -12,8 +12,10 @@ fabric/paramiko; no two modules of the package share a name.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -233,83 +235,118 @@ def test_no_private_interpreter_module_is_imported() -> None:
 
 NODE_SCRIPTS = sorted(p for p in SCRIPTS.glob("*.py") if p.name != "__init__.py")
 EXTRA = {"probe": {"vllm"}, "learn_catalog": {"vllm"}, "traits": {"vllm"}, "preflight": {"torch"}}
+ENTRY = 'if __name__ == "__main__":'
 
 
 def test_node_scripts_need_nothing_but_the_standard_library() -> None:
     offenders = {}
     for path in NODE_SCRIPTS:
-        # Other node scripts (libraries, or a script it borrows from) travel with it.
-        roots = {n.split(".")[0] for n in imports_of(path) if not n.startswith("launcher.node.scripts.")}
+        # Other modules of the unit travel with it.
+        roots = {n.split(".")[0] for n in imports_of(path) if not within(n, "launcher.node.scripts")}
         extra = roots - set(sys.stdlib_module_names) - {"__future__"} - EXTRA.get(path.stem, set())
         if extra:
             offenders[path.stem] = sorted(extra)
     assert offenders == {}
 
 
-def test_every_node_script_is_a_script_or_a_library() -> None:
-    from launcher.node.scripts import LIBRARIES, LOADER, NAMES
+def test_node_scripts_import_the_unit_relatively_and_nothing_else_of_the_launcher() -> None:
+    """On a node the package is the unit's (`spark_node`), not `launcher.node.scripts`."""
+    offenders = {}
+    for path in NODE_SCRIPTS:
+        found = [
+            node.module or ""
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom)
+            and not node.level
+            and (node.module or "").startswith("launcher")
+        ]
+        found += [
+            a.name
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Import)
+            for a in node.names
+            if a.name.startswith("launcher")
+        ]
+        if found:
+            offenders[path.stem] = found
+    assert offenders == {}
 
-    assert {p.stem for p in NODE_SCRIPTS} == set(NAMES) | set(LIBRARIES) | {LOADER}
+
+def _called_scripts() -> set[str]:
+    """Every node script a Call of the core names (`script("NAME", ...)`, `Call(..., "NAME", ...)`)."""
+    names = set()
+    for path in CORE:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+                continue
+            args = {"script": node.args[:1], "Call": node.args[1:2]}.get(node.func.id, [])
+            args += [k.value for k in node.keywords if k.arg == "script" and node.func.id == "Call"]
+            names.update(a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return names
 
 
-def _sent_alone() -> list[str]:
-    from launcher.node.scripts import LIBRARIES
+def test_every_script_a_call_names_is_a_module_of_the_unit_with_an_entry() -> None:
+    """And every module with an entry is called: a library has none."""
+    entries = {p.stem for p in NODE_SCRIPTS if ENTRY in p.read_text()}
+    called = _called_scripts()
+    assert {
+        "rank_status",
+        "install",
+        "probe",
+        "learn_catalog",
+        "preflight",
+    } <= called  # the finder finds them
+    assert sorted(called ^ entries) == []
 
-    return [p.stem for p in NODE_SCRIPTS if p.stem not in (*LIBRARIES, "probe", "loader")]
 
+def _loaded_at_start(name: str) -> set[str]:
+    """What script `name` has loaded once it is ready to run, run from the unit as a node runs it
+    (python3 -S, the stub), its module imported but not run: the stub's imports and the script's
+    top level, the standard library's own imports included. `if TYPE_CHECKING:` and imports in
+    functions stay out."""
+    from launcher.core.stubs import RUN_STUB
+    from launcher.node.unit import unit_sha
+    from tests.node_scripts import keep_unit
 
-def test_each_node_script_is_sent_whole_and_compiles_alone() -> None:
-    from launcher.node.scripts import bundle
-
-    reaching_back = []
-    for name in _sent_alone():
-        source = bundle(name)
-        compile(source, f"<{name} as sent>", "exec")
-        if "launcher" in {n.split(".")[0] for n in _imports_in(source)}:
-            reaching_back.append(name)
-    assert reaching_back == []
+    with tempfile.TemporaryDirectory() as home:
+        keep_unit(Path(home))
+        stub = RUN_STUB.replace("run_name='__main__'", "run_name='loaded'")
+        program = stub + ";print(' '.join(sys.modules))"
+        done = subprocess.run(
+            ["python3", "-S", "-c", program, unit_sha(), name],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=home,
+            env={**os.environ, "HOME": home},
+        )
+    return set(done.stdout.split())
 
 
 # What a node script's start must not load: each costs every call, on every node, a millisecond
 # or two (typing 2 ms) for names that serve annotations only, or for one use on a rare path.
 SLOW_AT_START = {"typing", "shutil", "tempfile", "csv", "base64", "platform"}
 # These run under the node's vLLM install, which imports all of that anyway.
-UNDER_VLLM = ("learn_catalog",)
+UNDER_VLLM = ("learn_catalog", "probe")
 
 
 def test_a_node_script_loads_at_its_start_nothing_it_does_not_need_there() -> None:
-    from launcher.node.scripts import bundle
-
     offenders = {}
-    for name in (n for n in _sent_alone() if n not in UNDER_VLLM):
-        # The bundle's top-level imports, run as a node runs them (python3 -S): what they load, the
-        # standard library's own imports included. `if TYPE_CHECKING:` and imports in functions stay out.
-        top = [n for n in ast.parse(bundle(name)).body if isinstance(n, (ast.Import, ast.ImportFrom))]
-        program = ast.unparse(ast.Module(top, [])) + "\nimport sys\nprint(' '.join(sys.modules))"
-        loaded = subprocess.run(["python3", "-S", "-c", program], capture_output=True, text=True, check=True)
-        slow = set(loaded.stdout.split()) & SLOW_AT_START
-        if slow:
-            offenders[name] = sorted(slow)
+    for path in NODE_SCRIPTS:
+        if ENTRY in path.read_text() and path.stem not in UNDER_VLLM:
+            slow = _loaded_at_start(path.stem) & SLOW_AT_START
+            if slow:
+                offenders[path.stem] = sorted(slow)
     assert offenders == {}
 
 
-def _imports_in(source: str) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-    return names
+def test_the_status_poll_loads_only_what_it_needs() -> None:
+    """`up` polls every second: running rank_status from the unit loads nothing of start, stop,
+    the facts or the lock, only its own module and the library it uses."""
+    from launcher.core.stubs import UNIT_PACKAGE
 
-
-def test_the_status_poll_sends_only_what_it_needs() -> None:
-    from launcher.node.scripts import bundle
-
-    poll = bundle("rank_status")
-    assert [
-        f for f in ("def start(", "def stop(", "def facts(", "def listen(", "def lock(") if f in poll
-    ] == []
+    ours = {m for m in _loaded_at_start("rank_status") if within(m, UNIT_PACKAGE)}
+    assert ours == {UNIT_PACKAGE, f"{UNIT_PACKAGE}.common"}  # the script itself runs as __main__
 
 
 def _module_graph() -> dict[str, set[str]]:
@@ -373,6 +410,7 @@ def test_the_cycle_finder_finds_a_planted_circle() -> None:
 
 # The core's rooms, lowest first: a module imports only its own room and rooms below it.
 CORE_ORDER = (
+    ("stubs",),  # the text that runs first on a node: imports nothing
     ("spec",),
     ("vllm",),
     ("rules",),

@@ -42,12 +42,13 @@ def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatu
     from launcher.core.remote import dry_run_calls
     from launcher.core.views import dry_run_json, dry_run_text, endpoint_dict, endpoint_text
     from launcher.load import plan_fleet
+    from launcher.node.unit import unit_sha
 
     fleet = plan_fleet(spec)
     chosen = fleet.select(deployment)
     endpoint = fleet.endpoint if deployment is None else None
     if as_json:
-        docs = [json.loads(dry_run_json(d.plan, dry_run_calls(d.spec, d.plan))) for d in chosen]
+        docs = [json.loads(dry_run_json(d.plan, dry_run_calls(d.spec, d.plan, unit_sha()))) for d in chosen]
         if not fleet.multi and endpoint is None:
             echo(json.dumps(docs[0], indent=2))
         else:
@@ -56,7 +57,7 @@ def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatu
             echo(json.dumps({"cluster": fleet.name, "deployments": named, **end}, indent=2))
         return ExitStatus.OK
     for d in chosen:
-        echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan)))
+        echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan, unit_sha())))
     if endpoint is not None:
         echo("\n" + endpoint_text(endpoint))
     return ExitStatus.OK

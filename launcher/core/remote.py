@@ -1,8 +1,15 @@
 """Every command the launcher sends to a node, as a value. Pure.
 
 The node side executes these Calls and `up --dry-run` prints them: one source, so what
-the dry run shows is what `up` sends. A Call names the node script fed on its stdin (by
-name; `launcher/node/scripts/` holds them) or carries the data fed there.
+the dry run shows is what `up` sends. A Call runs a node script of the unit (by name;
+`launcher/node/scripts/` holds them, `node/unit.py` builds the unit) or a shell line, and
+may carry data on its stdin.
+
+A script call's command line is `PYTHON -c STUB UNIT SCRIPT ARGS...` (`core.stubs`): the
+stub runs the script's module as __main__ from the unit kept on the node, once it has
+checked that the unit's sha256 is UNIT. UNIT is bound by the agent that sends the call
+(`Call.bound`). In a container, which sees nothing of the node's home, the unit travels on
+the call's stdin instead (`carried`).
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.core.plan import Plan
@@ -26,40 +33,69 @@ from launcher.core.render import (
 )
 from launcher.core.spec.container import container_options
 from launcher.core.spec.sections import Spec, VllmSection
+from launcher.core.stubs import CARRY_STUB, RUN_STUB
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 # The scripts take the standard library only: without `site` (-S) no package installed on the
 # node (nor its .pth start-up hooks) can slow them down or change what they do.
 SCRIPT_PYTHON = f"{PYTHON} -S"
-# A node script's command line runs the first line of its stdin: the loader
-# (node/scripts/loader.py), which reads the script's source after it at once (`python3 -`
-# would read it a byte at a time) and runs it from the bytecode the node keeps for it.
-SCRIPT_STAGE = "import sys;exec(sys.stdin.buffer.readline())"
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One command sent to a node: the shell line, and what its stdin gets."""
+    """One command sent to a node: the shell line, and what its stdin gets.
 
-    command: str
-    script: str | None = None  # a node script, by name, fed on stdin
-    data: str | None = None  # or this text, fed on stdin (with a script: ahead of its source)
-    loaded: bool = False  # the script's stdin starts with the loader's line instead (SCRIPT_STAGE)
+    A script call's `line` is the Python that runs the stub (`python3 -S`, a venv's python,
+    `docker run ... IMAGE python3`); its command line follows from the stub, the unit it is
+    bound to, the script and `args`.
+    """
+
+    line: str
+    script: str | None = None  # a node script of the unit, by name
+    args: tuple[str, ...] = ()  # the script's arguments (the first is the run directory, mostly)
+    data: str | None = None  # what stdin gets (a carried unit comes first, on a line of its own)
+    unit: str = ""  # the unit's sha256: bound by the agent that sends the call
+    carried: bool = False  # the unit travels on stdin: for a container, which cannot see it kept
+    redirect: str = ""  # shell words after the script's arguments
     timeout: float = 60.0
     about: str = ""  # what it does, for the dry run
 
+    @property
+    def command(self) -> str:
+        """The shell line the node runs."""
+        if self.script is None:
+            return self.line
+        stub = CARRY_STUB if self.carried else RUN_STUB
+        words = shlex.join([self.unit, self.script, *self.args])
+        return f"{self.line} -c {shlex.quote(stub)} {words}" + (f" {self.redirect}" if self.redirect else "")
+
+    def bound(self, unit: str, carried: bool = False) -> Call:
+        """This call run from the unit `unit` (with `carried`: sent with it on stdin)."""
+        return replace(self, unit=unit, carried=self.carried or carried) if self.script else self
+
+
+def brief(command: str) -> str:
+    """A command line as a message shows it: the stub's text as STUB, so the script's name shows."""
+    for stub in (RUN_STUB, CARRY_STUB):
+        command = command.replace(shlex.quote(stub), "STUB")
+    return command
+
 
 def script(name: str, directory: str, *args: str, timeout: float = 60.0, about: str = "") -> Call:
-    """Run node script `name` with `python3 -S` (through the loader) on the node's run
-    directory and `args`.
+    """Run node script `name` of the unit with `python3 -S` on the node's run directory and `args`.
 
-    The script's name is the first argument, so `ps` on the node (and the dry run) says
+    The script's name is on the command line, so `ps` on the node (and the dry run) says
     which one runs.
     """
-    words = [name, directory, *args]
-    command = f"{SCRIPT_PYTHON} -c {shlex.quote(SCRIPT_STAGE)} {shlex.join(words)}"
-    return Call(command, script=name, loaded=True, timeout=timeout, about=about)
+    return Call(SCRIPT_PYTHON, script=name, args=(directory, *args), timeout=timeout, about=about)
+
+
+def unit_call(carried: bool = True) -> Call:
+    """Keep the unit on the node: sent on stdin (`carried`), hashed there, written into place
+    (`node/scripts/install.py`); the answer says it is kept, or why it cannot be. Not carried:
+    whether it is kept already (a stub that finds none has the agent send it)."""
+    return Call(SCRIPT_PYTHON, script="install", carried=carried, timeout=60, about="keep the unit")
 
 
 def node_job(
@@ -177,32 +213,25 @@ def save_receipt_call(cluster: str, run_id: str, text: str) -> Call:
     )
 
 
-# The probe's loader, the only program text on its command line: the environment comes first
-# on stdin (one JSON line), then the probe's source. No value reaches an argv (which `ps`
-# shows every user of the node), and nothing is written to the node's disk for it.
-PROBE_LOADER = (
-    "import json,os,sys,__main__;os.environ.update(json.loads(sys.stdin.readline()));"
-    'exec(compile(sys.stdin.read(),"<probe>","exec"),__main__.__dict__)'
-)
-
-
 def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> Call:
     """The node's own vLLM resolves exactly the argv and env the plan runs there (secrets aside).
 
-    The environment travels on stdin, ahead of the probe's source (PROBE_LOADER).
-    venv runtime: the answer is cached on the node under PROBE_CACHE, keyed by everything
-    that decides it (`tag` names this probe's version); `fresh` resolves anyway.
+    The environment travels on stdin (one JSON line, `--environ`): no value reaches an argv,
+    which `ps` shows every user of the node.
+    venv runtime: the venv's python runs the probe from the kept unit; the answer is cached on
+    the node under PROBE_CACHE, keyed by everything that decides it (`tag` names this probe's
+    version); `fresh` resolves anyway.
     docker runtime: inside the image, with the options `up` gives the container (network,
-    IPC, GPUs, limits, the model mount). The container keeps nothing: its answer is kept on
-    the node by `probe_save_call`, keyed by the image's id, this very command and the
-    environment, and found there by the facts call (`probe_request`).
+    IPC, GPUs, limits, the model mount), the unit carried on stdin. The container keeps
+    nothing: its answer is kept on the node by `probe_save_call`, keyed by the image's id, this
+    very command and the environment, and found there by the facts call (`probe_request`).
     """
     serve_argv = node.argv[len(runtime_prefix(spec)) :]
     env = json.dumps(dict(node.env)) + "\n"
     if spec.vllm.runtime == "venv":
         cache = ["--cache", PROBE_CACHE, "--tag", tag, *(["--fresh"] if fresh else [])]
-        words = [f"{spec.vllm.venv}/bin/python", "-c", PROBE_LOADER, *cache, "resolve", *serve_argv]
-        return Call(shell_words(words), script="probe", data=env, timeout=600)
+        args = ("--environ", *cache, "resolve", *serve_argv)
+        return Call(shell_words([f"{spec.vllm.venv}/bin/python"]), "probe", args, env, timeout=600)
     docker = [
         "docker",
         "run",
@@ -211,9 +240,10 @@ def probe_call(spec: Spec, node: NodeCommand, tag: str, fresh: bool = False) -> 
         container_label(spec),
         *container_options(spec.vllm.container, spec.model.path),
         str(spec.vllm.image),
+        PYTHON,
     ]
-    words = [*docker, PYTHON, "-c", PROBE_LOADER, "resolve", *serve_argv]
-    return Call(shell_words(words), script="probe", data=env, timeout=600)
+    args = ("--environ", "resolve", *serve_argv)
+    return Call(shell_words(docker), "probe", args, env, carried=True, timeout=600)
 
 
 def probe_request(spec: Spec, node: NodeCommand, tag: str) -> dict[str, Any]:
@@ -245,19 +275,19 @@ def probe_save_call(key: str, answer: dict[str, Any]) -> Call:
 def preflight_call(spec: Spec, node: NodeCommand, directory: str, request: dict[str, Any]) -> Call:
     """The collective preflight on the node, under its vLLM's Python, with the env the plan gives vLLM.
 
-    As the probe runs: the environment on stdin ahead of the source (PROBE_LOADER), in the
-    image with the container's options for docker; stderr joined to stdout, so that what fails
-    before the script answers is read too.
+    As the probe runs: the environment on stdin (`--environ`), in the image with the
+    container's options for docker (the unit carried); stderr joined to stdout, so that what
+    fails before the script answers is read too.
     """
-    args = ["preflight", directory, json.dumps(request)]
+    args = ("--environ", directory, json.dumps(request))
     env = json.dumps(dict(node.env)) + "\n"
     if spec.vllm.runtime == "venv":
-        words = [f"{spec.vllm.venv}/bin/python", "-c", PROBE_LOADER, *args]
-    else:
-        docker = ["docker", "run", "--rm", "--interactive", container_label(spec)]
-        options = container_options(spec.vllm.container, spec.model.path)
-        words = [*docker, *options, str(spec.vllm.image), PYTHON, "-c", PROBE_LOADER, *args]
-    return Call(shell_words(words) + " 2>&1", script="preflight", data=env, timeout=0)
+        python = shell_words([f"{spec.vllm.venv}/bin/python"])
+        return Call(python, "preflight", args, env, redirect="2>&1", timeout=0)
+    docker = ["docker", "run", "--rm", "--interactive", container_label(spec)]
+    options = container_options(spec.vllm.container, spec.model.path)
+    python = shell_words([*docker, *options, str(spec.vllm.image), PYTHON])
+    return Call(python, "preflight", args, env, carried=True, redirect="2>&1", timeout=0)
 
 
 def preflight_port_call(directory: str, address: str) -> Call:
@@ -273,22 +303,27 @@ def planning_call(directory: str, request: dict[str, Any]) -> Call:
 def catalog_call(vllm: VllmSection, cluster: str) -> Call:
     """The head's own vLLM writes its flag catalog (flags, model traits): no weights, no device.
 
-    venv runtime: the venv's python; docker runtime: the image's, in a container without a
-    network that is removed after (labelled as the cluster's, so `down` would remove it).
+    venv runtime: the venv's python, from the kept unit; docker runtime: the image's, in a
+    container without a network that is removed after (labelled as the cluster's, so `down`
+    would remove it), the unit carried.
     """
     if vllm.runtime == "venv":
-        return Call(shell_words([f"{vllm.venv}/bin/python", "-"]), script="learn_catalog", timeout=900)
+        return Call(shell_words([f"{vllm.venv}/bin/python"]), "learn_catalog", timeout=900)
     docker = ["docker", "run", "--rm", "--interactive", "--pull=never", "--network=none"]
     label = f"--label={CONTAINER_LABEL}={cluster}"
-    words = [*docker, label, "--entrypoint", PYTHON, str(vllm.image), "-"]
-    return Call(shell_words(words), script="learn_catalog", timeout=900)
+    python = shell_words([*docker, label, "--entrypoint", PYTHON, str(vllm.image)])
+    return Call(python, "learn_catalog", carried=True, timeout=900)
 
 
-def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:
-    """What `up` sends to each node to start it, secret values masked: for `up --dry-run`."""
+def dry_run_calls(spec: Spec, plan: Plan, unit: str) -> dict[str, tuple[Call, ...]]:
+    """What `up` sends to each node to start it, from the unit `unit`, secret values masked:
+    for `up --dry-run`."""
     masked = dict.fromkeys(spec.secrets, "<secret>")
     return {
-        n.name: start_calls(run_dir(plan.cluster, n.name), node_job(spec, plan, n, "<run id>", masked))
+        n.name: tuple(
+            c.bound(unit)
+            for c in start_calls(run_dir(plan.cluster, n.name), node_job(spec, plan, n, "<run id>", masked))
+        )
         for n in plan.nodes
     }
 

@@ -136,8 +136,8 @@ def dry_run_text(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
         for call in calls[n.name]:
             out.append(f"$ {call.command}" + (f"    # {call.about}" if call.about else ""))
             if call.script:
-                out.append(f"  (stdin: {_script_stdin(call)})")
-            elif call.data is not None:
+                out.append(f"  ({_script_of(call)})")
+            if call.data is not None:
                 out += ["  (stdin:)", *(f"  {line}" for line in _pretty_data(call.data).splitlines())]
         out += [
             "# which runs, detached, with the job's env:",
@@ -146,9 +146,14 @@ def dry_run_text(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
     return "\n".join(out)
 
 
-def _script_stdin(call: Call) -> str:
-    """What a script call's stdin gets, in words."""
-    return ("the loader, then " if call.loaded else "") + f"the node script {call.script}.py"
+def _script_of(call: Call) -> str:
+    """Where a script call's code comes from, in words."""
+    if call.carried:
+        return f"the node script {call.script}.py, from the unit {call.unit} sent on stdin"
+    return (
+        f"the node script {call.script}.py, from the unit {call.unit} kept on the node "
+        "(sent to it first where it is not)"
+    )
 
 
 def dry_run_json(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
@@ -161,7 +166,8 @@ def dry_run_json(plan: Plan, calls: dict[str, tuple[Call, ...]]) -> str:
                 {
                     "command": call.command,
                     "about": call.about,
-                    "stdin": _script_stdin(call) if call.script else _data(call.data),
+                    **({"script": call.script, "unit": call.unit} if call.script else {}),
+                    "stdin": _data(call.data),
                 }
                 for call in calls[n.name]
             ],

@@ -3,10 +3,17 @@
 Every answer goes through a parser of `core.answers` here, at the boundary: what a node
 says that does not parse (forged, truncated, hostile) is a NodeError naming the node and
 what was wrong, and so is an answer that says its job failed. Commands get typed values.
+
+Script calls run from the unit (`node.unit`), kept on the node: a call that finds it missing
+(or not the one it names: the stub exits with UNIT_MISSING before running anything) sends it
+(`unit_call`) and runs again. A node that cannot keep it (its home's folders not its user's
+own, or not writable) gets it with every call instead, on stdin.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -17,15 +24,18 @@ from launcher.core.answers.facts_answer import Facts, ImageFacts
 from launcher.core.answers.probe_answer import Listening, Probed
 from launcher.core.answers.read import BadAnswer, Refused, loads
 from launcher.core.answers.run_answer import Locked, NodeState, RunState, Stopped, started
+from launcher.core.answers.unit_answer import Kept
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
+from launcher.core.stubs import UNIT_MISSING, UNIT_MISSING_SAYS
 from launcher.core.sync import sync_calls
 from launcher.core.sync.model_manifest import Manifest
 from launcher.errors import ExitStatus
 from launcher.node.executor import Executor, NodeError, Result, Stream
-from launcher.node.scripts import bundle, loader_line
+from launcher.node.unit import unit_line, unit_sha
 
 T = TypeVar("T")
+log = logging.getLogger("launcher.agent")
 PROBE_MARKER = "SPARK_LAUNCH_PROBE "  # the probe's answer line starts so (node/scripts/probe.py MARKER)
 FORGED = (
     "spark-launch reads every node's answer strictly: nothing it asked for was acted on; "
@@ -40,11 +50,13 @@ class NotStarted(NodeError):
 
 
 def stdin_of(call: Call) -> str | None:
-    """What the call's stdin gets: its script's source (after the loader's line, or after its
-    data, if any), or its data."""
-    if not call.script:
-        return call.data
-    return (loader_line() if call.loaded else call.data or "") + bundle(call.script)
+    """What the call's stdin gets: the unit first when it is carried (one line), then its data."""
+    return unit_line() + (call.data or "") if call.carried and call.script else call.data
+
+
+def missing(result: Result) -> bool:
+    """True when the stub found no unit to run (nothing of the call ran)."""
+    return result.exited == UNIT_MISSING and UNIT_MISSING_SAYS in result.stderr
 
 
 class Agent:
@@ -54,10 +66,48 @@ class Agent:
         self.executor = executor
         self.node = node
         self.dir = run_dir(cluster, node)
+        self.carry = False  # the node cannot keep the unit: every call carries it
+        self._sending = threading.Lock()
+        self._sent = 0  # units sent to this node so far
+
+    def bound(self, call: Call) -> Call:
+        """The call as it is sent: run from this launcher's unit, carried if the node cannot keep it."""
+        return call.bound(unit_sha(), carried=self.carry)
 
     def run(self, call: Call) -> Result:
         """Execute a call; its Result, whatever the exit status."""
-        return self.executor.run(self.node, call.command, stdin=stdin_of(call), timeout=call.timeout)
+        return self._sent_once(
+            call, lambda c: self.executor.run(self.node, c.command, stdin=stdin_of(c), timeout=c.timeout)
+        )
+
+    def _sent_once(self, call: Call, send: Callable[[Call], Result]) -> Result:
+        """`send` the call; when the node has no unit to run it, send the unit and the call again."""
+        sent = self._sent
+        result = send(self.bound(call))
+        if not call.script or call.carried or not missing(result):
+            return result
+        with self._sending:
+            if self._sent == sent:  # no other call of ours has sent it meanwhile
+                self._send_unit()
+        return send(self.bound(call))
+
+    def _send_unit(self) -> None:
+        """Keep the unit on the node; where it cannot be kept, carry it from now on."""
+        install = remote.unit_call().bound(unit_sha())
+        result = self.executor.run(
+            self.node, install.command, stdin=stdin_of(install), timeout=install.timeout
+        )
+        kept = self._answer(install, result, Kept.parse)
+        self._sent += 1
+        if kept.error is not None:
+            log.warning("node %s: %s: every call carries the launcher's unit instead", self.node, kept.error)
+            self.carry = True
+
+    def ready(self) -> None:
+        """Have the unit kept on the node now (or learn that it cannot be: calls then carry it),
+        for a call that cannot be sent twice."""
+        if not self.carry:
+            self.ask(remote.unit_call(carried=False), Kept.parse)
 
     @contextmanager
     def reading(self, what: str) -> Iterator[None]:
@@ -71,7 +121,10 @@ class Agent:
 
     def ask(self, call: Call, parse: Callable[[object], T]) -> T:
         """Execute a script call; its answer (the last JSON line) as `parse` reads it."""
-        result = self.run(call)
+        return self._answer(call, self.run(call), parse)
+
+    def _answer(self, call: Call, result: Result, parse: Callable[[object], T]) -> T:
+        """A script call's answer (the last JSON line of its result) as `parse` reads it."""
         lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
         if not lines:
             detail = (result.stderr or result.stdout).strip().splitlines()[-3:]
@@ -106,16 +159,19 @@ class Agent:
         return self.stream(call, on_line)
 
     def stream(self, call: Call, on_line: Callable[[str], None]) -> Result:
-        """Execute a call whose output comes line by line."""
-        return self.executor.stream(self.node, call.command, on_line, stdin=stdin_of(call))
+        """Execute a call whose output comes line by line (a stub that found no unit writes none)."""
+        return self._sent_once(
+            call, lambda c: self.executor.stream(self.node, c.command, on_line, stdin=stdin_of(c))
+        )
 
-    def open(self, call: Call) -> Stream:
-        """Start a call whose output is read as it comes; its stdin is sent and closed first."""
-        stream = self.executor.open(self.node, call.command)
-        data = stdin_of(call)
-        if data is not None:
-            stream.send(data.encode())
-        stream.send_eof()
+    def launch(self, call: Call) -> Stream:
+        """Start a call whose stdin stays open for the caller (its carried unit sent first)."""
+        if call.script:
+            self.ready()
+        bound = self.bound(call)
+        stream = self.executor.open(self.node, bound.command)
+        if bound.carried and bound.script:
+            stream.send(unit_line().encode())
         return stream
 
     def start(self, job: dict[str, Any]) -> RunState:

@@ -13,6 +13,7 @@ import http.client
 import threading
 from collections.abc import Callable, Iterator
 
+from launcher.core.remote import brief
 from launcher.node.executor import HttpResponse, NodeError, Result, StopStream, Stream
 
 MAX_STDOUT = 32 << 20  # a node script's answer, or one line of a stream
@@ -33,8 +34,9 @@ class TooMuch(Exception):
 
 def too_much(node: str, command: str, exc: TooMuch) -> NodeError:
     """The NodeError for a command that wrote more than we keep."""
-    # Long enough to name a node script past its command line's stage (core.remote.script).
-    shown = command if len(command) <= 100 else command[:97] + "..."
+    # The stub's text as STUB: the script's name shows within the first hundred characters.
+    command = brief(command)
+    shown = command if len(command) <= 130 else command[:127] + "..."
     return NodeError(
         node,
         f"`{shown}` {exc}: stopped it there",

@@ -21,8 +21,8 @@ import pytest
 
 from launcher.catalogs import known_versions
 from launcher.core.plan import Plan
-from launcher.node.scripts import bundle
 from launcher.node.scripts.probe import MARKER
+from launcher.node.unit import unit_bytes, unit_sha
 from tests.conformance import cases
 from tests.conformance.models import write_models
 from tests.conftest import ROOT
@@ -32,10 +32,10 @@ PROBE_SECONDS = 1500  # one release's batch of cases, under pytest's 1800 s a te
 
 
 @functools.cache
-def probe_file() -> Path:
-    """The probe as it is sent to a node (its libraries inlined), as a file to run."""
-    path = Path(tempfile.mkdtemp(prefix="spark-launch-probe-")) / "probe.py"
-    path.write_text(bundle("probe"))
+def unit_file() -> Path:
+    """The launcher's unit, as a node keeps it: `python UNIT probe ...` runs the probe from it."""
+    path = Path(tempfile.mkdtemp(prefix="spark-launch-unit-")) / f"{unit_sha()}.pyz"
+    path.write_bytes(unit_bytes())
     return path
 
 
@@ -56,10 +56,10 @@ def venv_for(version: str) -> Path:
 
 
 def run_probe(venv: Path, jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run the shipped probe with a release's own python over a batch of jobs."""
+    """Run the probe from the unit with a release's own python over a batch of jobs."""
     jobs = list(jobs)
     done = subprocess.run(
-        [str(venv / "bin" / "python"), str(probe_file()), "batch"],
+        [str(venv / "bin" / "python"), str(unit_file()), "probe", "batch"],
         input="".join(json.dumps(j) + "\n" for j in jobs),
         capture_output=True,
         text=True,

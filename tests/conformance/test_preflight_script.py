@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from launcher.core.checks.connections import preflight_requests
-from launcher.node.scripts import bundle
-from tests.conformance.conftest import RELEASES, venv_for
+from tests.conformance.conftest import RELEASES, unit_file, venv_for
 from tests.conftest import base_spec, plan_of
 
 pytestmark = pytest.mark.conformance
@@ -43,13 +42,16 @@ def request(rank: int, port: int = 0, deadline: float = 30, group: float = 10) -
 
 @contextmanager
 def preflight(venv: Path, ask: dict[str, Any], tmp_path: Path, **env: str) -> Iterator[subprocess.Popen[str]]:
-    argv = [str(venv / "bin" / "python"), "-", "preflight", str(tmp_path / "run"), json.dumps(ask)]
+    argv = [
+        str(venv / "bin" / "python"),
+        str(unit_file()),
+        "preflight",
+        str(tmp_path / "run"),
+        json.dumps(ask),
+    ]
     proc = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**ENV, **env}
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, env={**ENV, **env}
     )
-    assert proc.stdin is not None
-    proc.stdin.write(bundle("preflight"))
-    proc.stdin.close()
     try:
         yield proc
     finally:

@@ -31,7 +31,7 @@ from launcher.node.agent import Agent
 from launcher.node.scripts.probe import MARKER
 from launcher.operations.gathering.head_planning import learn_catalog
 from tests.conformance import cases
-from tests.conformance.conftest import RELEASES, Answers, probe_file, venv_for
+from tests.conformance.conftest import RELEASES, Answers, unit_file, venv_for
 from tests.conftest import base_spec, edit, spec_of
 from tests.fakes.local import LocalExecutor
 
@@ -164,7 +164,7 @@ def test_every_refusal_says_what_the_release_does(
 def test_rendered_command_survives_a_real_shell(answers: Callable[[str], Answers], version: str) -> None:
     got = answers(version)
     node = got.plans["hostile"].nodes[1]
-    probe = shell_words([str(got.venv / "bin" / "python"), str(probe_file()), "parse"])
+    probe = shell_words([str(got.venv / "bin" / "python"), str(unit_file()), "probe", "parse"])
     done = subprocess.run(
         ["bash", "-c", f"{probe} {shell_words(node.argv[2:])}"],
         capture_output=True,

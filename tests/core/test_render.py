@@ -45,10 +45,10 @@ def test_hostile_strings_arrive_as_exactly_one_argument(
     for node in plan.nodes:
         assert through_bash(shell_words(node.argv)) == list(node.argv)
         assert f"--chat-template={value}" in node.argv
-        # The probe's env travels on its stdin, ahead of its source; its argv arrives whole.
+        # The probe's env travels on its stdin; its argv arrives whole.
         call = probe_call(spec_of(data), node, "tag")
         words = through_bash(call.command)
-        assert json.loads((call.data or "").splitlines()[0]) == dict(node.env)
+        assert json.loads(call.data or "") == dict(node.env)
         assert words[-len(node.argv) + 2 :] == list(node.argv[2:])
 
 

@@ -24,14 +24,14 @@ from typing import Any
 
 import pytest
 
-from launcher.core import remote
 from launcher.node.executor import NodeError
 from launcher.node.output import MAX_HTTP
-from launcher.node.scripts import bundle
 from launcher.node.ssh import SshExecutor
+from launcher.node.unit import unit_sha
 from testbed.shards import write_sharded_model
 from tests.conftest import ROOT
 from tests.e2e.conftest import BED, DEMO, cli, spec_file
+from tests.node_scripts import answer_of, run_script
 
 pytestmark = pytest.mark.testbed
 
@@ -45,12 +45,12 @@ WRAPPER = f"""#!/bin/bash
 here={HOSTILE}
 if [ "$1" = "--hostile" ]; then echo hostile; exit 0; fi
 isolated=; if [ "$1" = "-S" ]; then isolated=-S; shift; fi   # node scripts run as python3 -S
-if [ "$1" != "-" ] && [ "$2" = transfer ] && [ "$4" = send ] && [ -f "$here/relay.json" ]; then
+# A node script runs as python3 -S -c STUB UNIT NAME DIR ARGS...
+if [ "$1" = "-c" ] && [ "$4" = transfer ] && [ "$6" = send ] && [ -f "$here/relay.json" ]; then
     cat "$here/relay.json" >&2; cat > /dev/null; exit 0   # ask the relay, then hold the stream
 fi
-# A node script runs as python3 -S -c STAGE NAME DIR ARGS...
-if [ "$1" = "-c" ] && [ -f "$here/$3.sh" ]; then cat > /dev/null; . "$here/$3.sh"; exit 0; fi
-if [ "$1" = "-c" ] && [ -f "$here/$3.answer" ]; then cat > /dev/null; cat "$here/$3.answer"; exit 0; fi
+if [ "$1" = "-c" ] && [ -f "$here/$4.sh" ]; then cat > /dev/null; . "$here/$4.sh"; exit 0; fi
+if [ "$1" = "-c" ] && [ -f "$here/$4.answer" ]; then cat > /dev/null; cat "$here/$4.answer"; exit 0; fi
 exec /usr/bin/python3 $isolated "$@"
 """
 MiB = 1 << 20
@@ -183,14 +183,7 @@ def facts_answer(tmp_path: Path, **vllm: Any) -> str:
     """node1's facts as a forger writes them: a real answer (the facts script run here), changed."""
     request = {"venv": str(BED / "vllm"), "interface": "eth0", "address": "10.99.0.1", "ports": []}
     where = tmp_path / "t" / "node1"
-    done = subprocess.run(
-        ["/usr/bin/python3", "-", "check_facts", str(where), json.dumps(request)],
-        input=bundle("check_facts"),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    answer = json.loads(done.stdout.splitlines()[-1])
+    answer = answer_of(run_script(tmp_path / "home", "check_facts", str(where), json.dumps(request)))
     answer["vllm"].update(vllm)
     return json.dumps(answer) + "\n"
 
@@ -278,7 +271,7 @@ def test_a_stream_flooding_stderr_is_refused_not_waited_on_forever(forge: Callab
     print(f"\nstream flood: {seconds:.1f} s, launcher peak RSS {peak} MiB")
     said_all = done.stdout + done.stderr
     assert done.returncode == 4 and "more than 4 MiB on stderr" in said_all, said_all
-    assert f"node node1: `python3 -S -c {shlex.quote(remote.SCRIPT_STAGE)} manifest " in said_all, said_all
+    assert f"node node1: `python3 -S -c STUB {unit_sha()} manifest " in said_all, said_all
     assert peak < 200
 
 

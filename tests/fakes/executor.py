@@ -1,9 +1,11 @@
 """A FAKE executor for the fast tier: it answers each call from a script of handlers.
 
-Like invoke's MockContext: a test says what each node answers to each node script
-(`python3 - NAME DIR ARGS`) or to the job hand-over (a plain shell line, key "shell"),
-and reads back every call made. For the branches a real bed reaches only by accident:
-a partial start failure, a node lost while waiting, a busy lock, a failed hand-over.
+Like invoke's MockContext: a test says what each node answers to each node script (key
+NAME; its handler gets the words `python3 - NAME DIR ARGS`, whatever stub ran it) or to the
+job hand-over (a plain shell line, key "shell"), and reads back every call made. Every node
+keeps the unit already: nothing is ever asked to send it. For the branches a real bed
+reaches only by accident: a partial start failure, a node lost while waiting, a busy lock, a
+failed hand-over.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ class ScriptedExecutor:
 
     def _answer(self, node: str, command: str) -> Answer:
         words = shlex.split(command)
-        if words[:3] == ["python3", "-S", "-c"]:  # a node script, through the loader: as `python3 -` here
-            words = ["python3", "-", *words[4:]]
+        if words[:3] == ["python3", "-S", "-c"]:  # python3 -S -c STUB UNIT NAME...: as `python3 - NAME...`
+            words = ["python3", "-", *words[5:]]
         key = words[2] if words[:2] == ["python3", "-"] else "shell"
         with self.lock:
             self.calls.append((node, key, words))

@@ -2,8 +2,10 @@
 
 Commands run with bash in `home` (HOME points there; named nodes share it), through the same
 `node.output` code as SSH: both outputs drained at once, each up to the limits. `node_env`
-gives a node variables of its own, as a real node's login environment would. For the
-node-side logic without SSH; the real SSH path runs on the test bed.
+gives a node variables of its own, as a real node's login environment would. The home keeps
+the launcher's unit already, as a node used before does (`kept=False`: a fresh node, to which
+the first script call sends it). For the node-side logic without SSH; the real SSH path runs on
+the test bed.
 """
 
 from __future__ import annotations
@@ -19,14 +21,18 @@ from typing import IO
 
 from launcher.node import output
 from launcher.node.executor import HttpResponse, Result, Stream
+from tests.node_scripts import keep_unit
 
 
 class LocalExecutor:
     """Every 'node' is this machine; files go under `home` instead of ~."""
 
-    def __init__(self, home: Path, node_env: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(
+        self, home: Path, node_env: dict[str, dict[str, str]] | None = None, kept: bool = True
+    ) -> None:
         self.home = home
         self.node_env = node_env or {}
+        self.kept = kept  # the unit is put in the home before the first command runs there
 
     def _env(self, node: str) -> dict[str, str]:
         return {**os.environ, "HOME": str(self.home), **self.node_env.get(node, {})}
@@ -72,6 +78,10 @@ class LocalExecutor:
         return self._open(node, command)
 
     def _open(self, node: str, command: str) -> LocalStream:
+        if self.kept and self.home.is_dir():
+            self.kept = False
+            with contextlib.suppress(OSError):  # a home that cannot hold it: the agent carries it
+                keep_unit(self.home)
         proc = subprocess.Popen(
             ["bash", "-c", command],
             stdin=subprocess.PIPE,

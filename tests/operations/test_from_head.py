@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from launcher.core.checks import planned_model_rows
 from launcher.core.checks.probe_rows import hash_rows
 from launcher.core.plan import Plan
 from launcher.core.spec.yamlsource import load_document
+from launcher.core.stubs import CARRY_STUB, RUN_STUB
 from launcher.core.sync.model_manifest import FileEntry, Manifest
 from launcher.core.vllm.models import ModelFiles
 from launcher.core.vllm.sources import Sources
@@ -261,13 +263,14 @@ def test_no_hash_row_for_a_release_without_one_and_a_fail_for_a_node_without_it(
 
 
 def test_the_catalog_is_written_by_the_heads_own_vllm_python_or_inside_its_image() -> None:
-    venv = remote.catalog_call(spec_of(base_spec()).vllm, "t")
-    assert (venv.command, venv.script) == ("/opt/vllm/bin/python -", "learn_catalog")
+    venv = remote.catalog_call(spec_of(base_spec()).vllm, "t").bound("u" * 64)
+    assert venv.command == f"/opt/vllm/bin/python -c {shlex.quote(RUN_STUB)} {'u' * 64} learn_catalog"
     docker = edit(base_spec(), **{"vllm.runtime": "docker", "vllm.image": "vllm:v", "vllm.venv": None})
-    call = remote.catalog_call(spec_of(docker).vllm, "t")
+    call = remote.catalog_call(spec_of(docker).vllm, "t").bound("u" * 64)
     assert call.command == (
         "docker run --rm --interactive --pull=never --network=none "
-        "--label=spark-launch.cluster=t --entrypoint python3 vllm:v -"
+        f"--label=spark-launch.cluster=t --entrypoint python3 vllm:v -c {shlex.quote(CARRY_STUB)} "
+        f"{'u' * 64} learn_catalog"
     )
 
 

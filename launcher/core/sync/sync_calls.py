@@ -11,7 +11,7 @@ import json
 import shlex
 from typing import Any
 
-from launcher.core.remote import PYTHON, Call, script
+from launcher.core.remote import Call, script
 from launcher.core.render import shell_words
 
 __all__ = [
@@ -20,7 +20,6 @@ __all__ = [
     "handover_call",
     "image_reach_call",
     "image_send_call",
-    "install_transfer_call",
     "load_command",
     "manifest_call",
     "prepare_calls",
@@ -54,7 +53,7 @@ def image_send_call(directory: str, image: str, hosts: dict[str, str], default_r
 
 
 # -- sync models: the manifest everywhere, the copy from the source, the target made ready --
-SYNC_DIR = "sync"  # under the run directory: job files, the transfer script, relay sockets
+SYNC_DIR = "sync"  # under the run directory: job files, relay sockets
 
 
 ARG_LIMIT = 64 << 10  # a request that travels in the command line: bash -c takes it whole, up to 128 KiB
@@ -92,19 +91,6 @@ def reach_call(directory: str, host: str, default_rsh: str) -> Call:
     return script("transfer", directory, "reach", json.dumps(job), timeout=90)
 
 
-def install_transfer_call(directory: str) -> Call:
-    """On the source, for a relayed copy: keep the transfer script as a file, so that it runs
-    with its stdin free: that stdin carries the target's side of the rsync stream.
-    """
-    where = f"{directory}/{SYNC_DIR}"
-    return Call(
-        f"umask 077 && mkdir -p {shlex.quote(where)} && cat > {shlex.quote(where)}/transfer.py",
-        script="transfer",
-        timeout=30,
-        about="the transfer script, kept as a file",
-    )
-
-
 def transfer_calls(
     directory: str,
     name: str,
@@ -122,7 +108,8 @@ def transfer_calls(
     the target as the remote shell reaches it ([user@]address), for which the node chooses
     the remote shell's ciphers (node/scripts/rsh.py). A job small enough travels as the
     script's argument (no secrets in it: paths and hashes), and the handover is None; a
-    larger one is written to a file first.
+    larger one is written to a file first. With `relay`, the script's stdin carries the
+    target's side of rsync's stream: the unit must be kept on the source beforehand.
     """
     job = {
         "argv": list(argv),
@@ -135,13 +122,9 @@ def transfer_calls(
     }
     inline = json.dumps(job)
     handover, job_path = (None, inline) if len(inline) <= ARG_LIMIT else handover_call(directory, name, job)
-    if not relay:  # its stdin is free: the script travels on it, as every node script does
-        about = "rsync to the target, progress as JSON lines"
-        return handover, script("transfer", directory, "send", job_path, timeout=0, about=about)
-    program = f"{directory}/{SYNC_DIR}/transfer.py"  # kept there by install_transfer_call
-    run = Call(
-        shlex.join([PYTHON, "-S", program, "transfer", directory, "send", job_path]),
-        timeout=0,
-        about="rsync to the target through this machine, progress as JSON lines",
+    about = (
+        "rsync to the target through this machine, progress as JSON lines"
+        if relay
+        else "rsync to the target, progress as JSON lines"
     )
-    return handover, run
+    return handover, script("transfer", directory, "send", job_path, timeout=0, about=about)

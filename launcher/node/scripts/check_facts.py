@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     ahead,
     container_state,
     emit,
@@ -18,19 +18,19 @@ from launcher.node.scripts.common import (  # inlined when sent
     read_text,
     run_directory,
 )
-from launcher.node.scripts.hostinfo import DOCKER_DRIVER, SMI_QUERY, host_details  # inlined when sent
-from launcher.node.scripts.inputs import (  # inlined when sent
+from .hostinfo import DOCKER_DRIVER, SMI_QUERY, host_details
+from .inputs import (
     engine_env,
     image_probe_key,
     installed_packages,
     python_identity,
     venv_probe_key,
 )
-from launcher.node.scripts.installed import dist_version, fingerprint, vllm_distribution  # inlined when sent
-from launcher.node.scripts.manifest import manifest_answer  # inlined when sent
-from launcher.node.scripts.memory import GPU_QUERY, memory_facts  # inlined when sent
-from launcher.node.scripts.net import connector, listener  # inlined when sent
-from launcher.node.scripts.stacks import tool_facts  # inlined when sent
+from .installed import dist_version, fingerprint, vllm_distribution
+from .manifest import manifest_answer
+from .memory import GPU_QUERY, memory_facts
+from .net import connector, listener
+from .stacks import tool_facts
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -227,5 +227,5 @@ def main(argv: list[str]) -> None:
     facts(run_directory(argv), argv[1])
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from launcher.node.scripts.common import emit, read_json, run_directory, write_json  # inlined when sent
+from .common import emit, read_json, run_directory, write_json
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -83,5 +83,5 @@ def main(argv: list[str]) -> None:
         release(directory, argv[2])
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

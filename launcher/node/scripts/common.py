@@ -1,9 +1,8 @@
 """What every node script shares: JSON out, state files, and finding our processes.
 
-The node scripts are standalone: standard library only, Python 3.8 or newer, nothing
-installed on the nodes. The launcher sends one script at a time on the stdin of
-`python3 -S -c STAGE NAME DIR ARGS...` (after the loader's line, see `loader.py`), with this
-file inlined in front of it (see `bundle`). DIR is the node's run directory,
+The node scripts take the standard library only, Python 3.8 or newer: nothing is installed
+on the nodes but the launcher's unit (see `__init__.py`), which runs one script a call as
+`python3 -S -c STUB UNIT NAME DIR ARGS...`. DIR is the node's run directory,
 `~/.spark-launch/<cluster>/<node>`.
 
 Every run spark-launch starts is a session of its own, recorded in state.json, and its
@@ -16,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -69,6 +69,12 @@ def ran(argv: list[str], timeout: float | None) -> subprocess.CompletedProcess[s
     return done
 
 
+def take_environment() -> None:
+    """Take into os.environ the environment the launcher sent as stdin's first line (one JSON
+    object): its values never reach an argv, which `ps` shows every user of the node."""
+    os.environ.update(json.loads(sys.stdin.readline()))
+
+
 def read_json(path: str, default: Any = None) -> Any:
     """A JSON file's content, or `default` when it is missing or unreadable."""
     try:
@@ -105,6 +111,19 @@ def replace_file(path: str, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def private_dir(path: str) -> bool:
+    """Create path (mode 0700) if missing; True when it is a directory of this user that no one
+    else may write (not a link, not group- or world-writable)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    st = os.lstat(path)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def which(program: str) -> str | None:
@@ -261,6 +280,12 @@ def image_info(image: str) -> dict[str, Any]:
 def state_path(directory: str) -> str:
     """The node's state.json: what runs (or last ran) here."""
     return os.path.join(directory, "state.json")
+
+
+def unit_file() -> str:
+    """The unit this runs from: the zip file holding this package (`python3 UNIT SCRIPT ARGS...`
+    runs a script of it)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_directory(argv: list[str]) -> str:

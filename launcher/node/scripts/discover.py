@@ -15,9 +15,9 @@ import os
 import subprocess
 import sys
 
-from launcher.node.scripts.check_facts import host_facts, image_facts, vllm_facts  # inlined when sent
-from launcher.node.scripts.common import docker, emit, read_text, run_directory  # inlined when sent
-from launcher.node.scripts.rdma import pci_of, rdma_devices, rdma_of, sys_text  # inlined when sent
+from .check_facts import host_facts, image_facts, vllm_facts
+from .common import docker, emit, read_text, run_directory
+from .rdma import pci_of, rdma_devices, rdma_of, sys_text
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -223,5 +223,5 @@ def main(argv: list[str]) -> None:
     emit(**discover(json.loads(argv[1])))
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

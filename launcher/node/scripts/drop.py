@@ -13,8 +13,8 @@ import pwd
 import subprocess
 import sys
 
-from launcher.node.scripts.common import emit, which  # inlined when sent
-from launcher.node.scripts.memory import parse_meminfo  # inlined when sent
+from .common import emit, which
+from .memory import parse_meminfo
 
 DROP_CACHES = "/proc/sys/vm/drop_caches"
 
@@ -66,5 +66,5 @@ def main(argv: list[str]) -> None:
     drop()
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

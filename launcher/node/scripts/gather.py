@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     emit,
     our_processes,
     read_json,
@@ -22,8 +22,8 @@ from launcher.node.scripts.common import (  # inlined when sent
     run_directory,
     state_path,
 )
-from launcher.node.scripts.inputs import engine_env  # inlined when sent
-from launcher.node.scripts.installed import dist_version  # inlined when sent
+from .inputs import engine_env
+from .installed import dist_version
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -136,5 +136,5 @@ def main(argv: list[str]) -> None:
     gather(run_directory(argv), json.loads(argv[1]))
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

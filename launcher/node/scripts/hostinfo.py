@@ -1,4 +1,4 @@
-"""What `check` compares of the host itself. A library: inlined into the scripts that use it.
+"""What `check` compares of the host itself. A library of the scripts that use it.
 
 The kernel and its command line, the CMA counters of /proc/meminfo (the sign of a known
 kernel regression), the NVIDIA driver and the CUDA version it supports, the fabric
@@ -18,9 +18,9 @@ import os
 import re
 import subprocess
 
-from launcher.node.scripts.common import ran, read_text  # inlined when sent
-from launcher.node.scripts.installed import dist_version  # inlined when sent
-from launcher.node.scripts.rdma import rdma_devices, rdma_of, sys_text  # inlined when sent
+from .common import ran, read_text
+from .installed import dist_version
+from .rdma import rdma_devices, rdma_of, sys_text
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:

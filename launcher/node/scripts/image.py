@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from launcher.node.scripts.common import docker, emit, image_info, run_directory  # inlined when sent
+from .common import docker, emit, image_info, run_directory
 
 
 def image(name: str) -> None:
@@ -30,5 +30,5 @@ def main(argv: list[str]) -> None:
     image(argv[1])
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -10,8 +10,8 @@ send:  `docker save IMAGE` into `docker load` on every target, through one remot
 The remote shell is $RSYNC_RSH when this node's environment sets it (the one `sync
 models` uses between nodes), else the job's default (ssh in batch mode).
 
-    python3 - imagecopy DIR reach JOB_JSON    # {"targets": {node: host}, "default_rsh": ...}
-    python3 - imagecopy DIR send JOB_JSON     # {"image": ..., "targets": ..., "default_rsh": ...}
+    python3 UNIT imagecopy DIR reach JOB_JSON   # {"targets": {node: host}, "default_rsh": ...}
+    python3 UNIT imagecopy DIR send JOB_JSON    # {"image": ..., "targets": ..., "default_rsh": ...}
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from launcher.node.scripts.common import emit, run_directory  # inlined when sent
-from launcher.node.scripts.rsh import fast_shell, remote_shell  # inlined when sent
+from .common import emit, run_directory
+from .rsh import fast_shell, remote_shell
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -172,5 +172,5 @@ def main(argv: list[str]) -> None:
         send(job)
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 
-from launcher.node.scripts.common import read_json  # inlined when sent
+from .common import read_json
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:

@@ -1,16 +1,17 @@
 """The catalog of the vLLM installed in the running interpreter, as JSON.
 
-A node script run with a vLLM install's own python (standard library and vLLM only; its
-libraries inlined when sent, as the probe is), for a build without a committed catalog:
+A node script of the unit run with a vLLM install's own python (standard library and vLLM
+only, as the probe), for a build without a committed catalog:
 
-    VENV/bin/python - [OUT.json]     # the catalog as one line `SPARK_LAUNCH_CATALOG <json>`,
-                                     # or written to OUT (replaced once complete)
+    VENV/bin/python UNIT learn_catalog [OUT.json]   # the catalog as one line
+                                     # `SPARK_LAUNCH_CATALOG <json>`, or written to OUT
+                                     # (replaced once complete)
 
 The catalog is data for the launcher: every `vllm serve` option (its negative forms,
 choices, whether it takes a value, the range its config field keeps, deprecations) and,
 from vLLM's model registry, the traits of every model architecture (traits.py). `make
 catalogs` writes the committed ones with this same script (scripts/gen_catalog.py runs it
-as the launcher sends it); the conformance tier checks that they still match the real
+from the unit, as a node does); the conformance tier checks that they still match the real
 packages. No weights are read and no device is used.
 """
 
@@ -22,8 +23,8 @@ import json
 import os
 import sys
 
-from launcher.node.scripts.probe import serve_parser  # borrowed when sent: the probe's own parser
-from launcher.node.scripts.traits import models  # inlined when sent
+from .probe import serve_parser
+from .traits import models
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -188,5 +189,5 @@ def main(argv: list[str]) -> None:
         print(MARKER + json.dumps(data), flush=True)
 
 
-if __name__ == "__main__":  # python - [OUT.json]
-    main(sys.argv[1:])
+if __name__ == "__main__":  # python UNIT learn_catalog [OUT.json]
+    main(sys.argv[2:])

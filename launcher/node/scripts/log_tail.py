@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     container_state,
     read_json,
     run_directory,
@@ -34,5 +34,5 @@ def main(argv: list[str]) -> None:
     logs(run_directory(argv), int(argv[1]), argv[2:3] == ["follow"])
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -24,8 +24,8 @@ import sys
 import threading
 import time
 
-from launcher.node.scripts.common import emit, replace_file  # inlined when sent
-from launcher.node.scripts.tree import MAX_ENTRIES, Tree, open_found, read_bounded  # inlined when sent
+from .common import emit, private_dir, replace_file
+from .tree import MAX_ENTRIES, Tree, open_found, read_bounded
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -64,19 +64,6 @@ def directory_identity(root: str) -> str:
     except OSError:
         where = "?"
     return "\0".join([os.path.realpath(root), where, socket.gethostname()])
-
-
-def private_dir(path: str) -> bool:
-    """Create path (mode 0700) if missing; True when it is a directory of this user that no one
-    else may write (not a link, not group- or world-writable)."""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError:
-        return False
-    st = os.lstat(path)
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
 def load_cache(root: str) -> dict[str, list[Any]]:
@@ -268,5 +255,5 @@ def main(argv: list[str]) -> None:
     emit(**manifest_answer(request["path"], request.get("adopt")))
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -1,5 +1,5 @@
 """This node's memory as the memory guard needs it: /proc/meminfo, the GPUs' own memory, and
-the model's KV-cache shape from its config.json. A library: inlined into the scripts that use it.
+the model's KV-cache shape from its config.json. A library of the scripts that use it.
 
 A GB10 (DGX Spark) reports no dedicated GPU memory: `nvidia-smi` prints "[N/A]" (or "Not
 Supported") for it, because the GPU uses the system's memory. Such a GPU is kept with a
@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 
-from launcher.node.scripts.common import ran  # inlined when sent
+from .common import ran
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from launcher.node.scripts.common import emit, run_directory  # inlined when sent
+from .common import emit, run_directory
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -120,5 +120,5 @@ def main(argv: list[str]) -> None:
         connect(directory, *argv[2:5])
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

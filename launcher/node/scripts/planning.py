@@ -13,8 +13,8 @@ import json
 import os
 import sys
 
-from launcher.node.scripts.check_facts import site_packages, vllm_facts  # inlined when sent
-from launcher.node.scripts.common import emit, image_info, run_directory  # inlined when sent
+from .check_facts import site_packages, vllm_facts
+from .common import emit, image_info, run_directory
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -82,5 +82,5 @@ def main(argv: list[str]) -> None:
     planning(run_directory(argv), argv[1])
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -17,8 +17,8 @@ so a timer reports where it stood and ends the process at the deadline, and an a
 a moment later whatever holds the interpreter. The answer is one JSON line with `ok`;
 progress comes as `{"event": ...}` lines before it.
 
-    python - preflight DIR REQUEST_JSON
-    python3 - preflight DIR port ADDRESS   # a free port for the head's store (no torch needed)
+    python UNIT preflight [--environ] DIR REQUEST_JSON   # --environ: stdin's first line is the env
+    python3 UNIT preflight DIR port ADDRESS   # a free port for the head's store (no torch needed)
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 
-from launcher.node.scripts.common import emit, run_directory  # inlined when sent
+from .common import emit, run_directory, take_environment
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -291,7 +291,10 @@ def free_port(address: str) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """preflight DIR REQUEST_JSON | preflight DIR port ADDRESS"""
+    """preflight [--environ] DIR REQUEST_JSON | preflight DIR port ADDRESS"""
+    if argv[:1] == ["--environ"]:
+        take_environment()
+        argv = argv[1:]
     directory = run_directory(argv)
     if argv[1] == "port":
         free_port(argv[2])
@@ -299,5 +302,5 @@ def main(argv: list[str]) -> None:
         preflight(directory, json.loads(argv[1]))
 
 
-if __name__ == "__main__":  # python - NAME DIR ARGS...
+if __name__ == "__main__":  # python -c STUB UNIT preflight ARGS...
     main(sys.argv[2:])

@@ -13,7 +13,7 @@ import errno
 import os
 import sys
 
-from launcher.node.scripts.common import emit, take_json  # inlined when sent
+from .common import emit, take_json
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -94,5 +94,5 @@ def main(argv: list[str]) -> None:
         prepare(job)
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -1,14 +1,14 @@
 """Ask a node's own vLLM what it would make of a `vllm serve` command line.
 
-A standalone script (standard library and vLLM only; its libraries are inlined when sent): it
-runs with the python of a vLLM install, on a node or in the conformance tests, never inside
-the launcher's process. With --cache, an unchanged command on an unchanged node is answered
-without importing vLLM at all.
+A node script of the unit (standard library and vLLM only): it runs with the python of a
+vLLM install, on a node or in the conformance tests, never inside the launcher's process.
+With --cache, an unchanged command on an unchanged node is answered without importing vLLM
+at all. With --environ, stdin's first line is the environment to run with (JSON).
 
-    python - parse   ARGV...   # parse as `vllm serve ARGV...` would
-    python - resolve ARGV...   # and run vLLM's create_engine_config() on it
-    python - [--cache DIR [--fresh] --tag TAG] resolve ARGV...   # the same, cached on the node
-    python BUNDLE batch < JOBS # JSON lines {"op", "argv", "env"}: one import for all
+    python UNIT probe parse   ARGV...   # parse as `vllm serve ARGV...` would
+    python UNIT probe resolve ARGV...   # and run vLLM's create_engine_config() on it
+    python UNIT probe [--environ] [--cache DIR [--fresh] --tag TAG] resolve ARGV...  # cached
+    python UNIT probe batch < JOBS      # JSON lines {"op", "argv", "env"}: one import for all
 
 It prints one line `SPARK_LAUNCH_PROBE <json>` per job (vLLM logs to stdout as well). `resolve`
 reads only the model's config.json: no weights are loaded and no device memory is used.
@@ -27,12 +27,13 @@ import re
 import sys
 import sysconfig
 
-from launcher.node.scripts.inputs import (
+from .common import take_environment
+from .inputs import (
     installed_packages,
     python_identity,
     venv_probe_key,
-)  # inlined when sent
-from launcher.node.scripts.installed import fingerprint, save  # inlined when sent
+)
+from .installed import fingerprint, save
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -253,12 +254,16 @@ def cached_job(job: dict[str, Any], cache: str, tag: str, fresh: bool) -> dict[s
 def main(argv: list[str]) -> int:
     """Run the probe command(s) and print one JSON result line for each.
 
-    Leading options: --cache DIR (answer `resolve` from DIR when its inputs are unchanged),
-    --fresh (resolve anyway, and refresh the cache), --tag TAG (this probe's version).
+    Leading options: --environ (stdin's first line is the environment, as JSON), --cache DIR
+    (answer `resolve` from DIR when its inputs are unchanged), --fresh (resolve anyway, and
+    refresh the cache), --tag TAG (this probe's version).
     """
     options: dict[str, str] = {}
-    while argv[:1] and argv[0] in ("--cache", "--tag", "--fresh"):
-        if argv[0] == "--fresh":
+    while argv[:1] and argv[0] in ("--environ", "--cache", "--tag", "--fresh"):
+        if argv[0] == "--environ":
+            take_environment()
+            argv = argv[1:]
+        elif argv[0] == "--fresh":
             options["fresh"], argv = "1", argv[1:]
         else:
             options[argv[0][2:]], argv = argv[1], argv[2:]
@@ -280,5 +285,5 @@ def main(argv: list[str]) -> int:
     return 0 if ok else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # python UNIT probe ARGS...
+    sys.exit(main(sys.argv[2:]))

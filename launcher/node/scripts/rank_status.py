@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     container_processes,
     container_state,
     emit,
@@ -72,5 +72,5 @@ def main(argv: list[str]) -> None:
     status(run_directory(argv), int(argv[1]) if len(argv) > 1 else None)
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -1,4 +1,4 @@
-"""RDMA devices and their ports as sysfs shows them. A library: inlined into the scripts that use it.
+"""RDMA devices and their ports as sysfs shows them. A library of the scripts that use it.
 
 Every reader takes the root of a tree shaped like /sys, so the DGX Spark's layout is tested on
 a copy (tests/data/sysfs-dgx-spark) by the same code that reads the real /sys.
@@ -10,7 +10,7 @@ import glob
 import os
 import re
 
-from launcher.node.scripts.common import read_text  # inlined when sent
+from .common import read_text
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:

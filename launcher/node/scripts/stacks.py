@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     emit,
     our_processes,
     read_json,
@@ -180,5 +180,5 @@ def main(argv: list[str]) -> None:
     capture(run_directory(argv), json.loads(argv[1]))
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     MARKER,
     container_state,
     docker,
@@ -133,5 +133,5 @@ def main(argv: list[str]) -> None:
     start(run_directory(argv))
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     LABEL,
     container_state,
     docker,
@@ -131,5 +131,5 @@ def main(argv: list[str]) -> None:
     stop(run_directory(argv), grace, argv[2:3] == ["containers"])
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

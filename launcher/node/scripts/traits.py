@@ -1,11 +1,10 @@
 """vLLM's own facts about each model architecture, read from the installed package's registry.
 
-A library of the catalog script (catalog.py, inlined in front of it when sent), run under a
-vLLM install's own python (standard library and vLLM only). For every architecture in
-vLLM's model registry it records the class traits that decide a derived setting (hybrid,
-attention-free, pooling, the attention type, the per-architecture config hook), as vLLM's
-own `_ModelInfo.from_model_cls` reads them. It also records the release's MLA model types
-and speculative methods.
+A library of the catalog script (learn_catalog.py), run under a vLLM install's own python
+(standard library and vLLM only). For every architecture in vLLM's model registry it records
+the class traits that decide a derived setting (hybrid, attention-free, pooling, the attention
+type, the per-architecture config hook), as vLLM's own `_ModelInfo.from_model_cls` reads them.
+It also records the release's MLA model types and speculative methods.
 
 Importing a model module can need packages that only its multimodal processor uses
 (torchvision, timm, ...). When such a package is absent, an inert stand-in is imported

@@ -31,9 +31,9 @@ import sys
 import threading
 import time
 
-from launcher.node.scripts.common import emit, run_directory, take_json, which  # inlined when sent
-from launcher.node.scripts.manifest import cache_key, load_cache  # inlined when sent
-from launcher.node.scripts.rsh import fast_shell, remote_shell  # inlined when sent
+from .common import emit, run_directory, take_json, unit_file, which
+from .manifest import cache_key, load_cache
+from .rsh import fast_shell, remote_shell
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -83,8 +83,8 @@ def send(directory: str, job: dict[str, Any]) -> None:
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         server.bind(sock_path)
         server.listen(1)
-        script = os.path.abspath(sys.argv[0])
-        argv.insert(1, f"--rsh=python3 -S {script} transfer {directory} rsh {sock_path}")
+        # rsync's remote shell: this very script again, from the unit the stub has just hashed
+        argv.insert(1, f"--rsh=python3 -S {unit_file()} transfer {directory} rsh {sock_path}")
     started = time.monotonic()
     proc = subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
@@ -238,5 +238,5 @@ def main(argv: list[str]) -> None:
             send(directory, job)
 
 
-if __name__ == "__main__":  # python3 FILE NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT transfer DIR ARGS... (rsync: python3 -S UNIT ...)
     main(sys.argv[2:])

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from launcher.node.scripts.common import (  # inlined when sent
+from .common import (
     container_state,
     emit,
     our_processes,
@@ -141,5 +141,5 @@ def main(argv: list[str]) -> None:
     watch(run_directory(argv), int(argv[1]), float(argv[2]))
 
 
-if __name__ == "__main__":  # python3 - NAME DIR ARGS...
+if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...
     main(sys.argv[2:])

@@ -54,9 +54,6 @@ def copy_all(
     copying = {o.node: o for o in outcomes if o.state == "would copy"}
     if not copying:
         return outcomes
-    agent = cluster.agents[source]
-    if options.relay:
-        agent.run(sync_calls.install_transfer_call(agent.dir)).checked(source, "keeping the transfer script")
     done = _all_at_once(
         copying, lambda n: _TargetCopy(cluster, source, found, copying[n], options, reporter).run()
     )
@@ -184,7 +181,7 @@ class _TargetCopy:
             agent.run(handover).checked(self.source, "handing over the transfer job")
         if self.options.relay:
             receiver = receiver_for(argv, plan.path)  # what runs on the target: ours, not the source's
-            sent = relayed(self.cluster, self.source, self.node, run.command, receiver, self._advanced)
+            sent = relayed(self.cluster, self.source, self.node, run, receiver, self._advanced)
         else:
             sent = _direct(agent, run, self._advanced)
         if not sent.ok:

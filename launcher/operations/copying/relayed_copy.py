@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from launcher.core.answers.read import loads
 from launcher.core.answers.sync_answer import Progress, RelayAsk, Sent, TransferEvent, transfer_event
+from launcher.core.remote import Call
 from launcher.core.sync.receiver import NotTheReceiver, Receiver, checked
 from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster
@@ -30,13 +31,13 @@ def relayed(
     cluster: Cluster,
     source: str,
     node: str,
-    command: str,
+    run: Call,
     receiver: Receiver,
     on_event: Callable[[Progress], None],
 ) -> Sent:
     """Run the source's rsync with this machine as its remote shell to the target; how it ended."""
     relay = _Relay(cluster, source, node, receiver, on_event)
-    sender = cluster.executor.open(source, command)
+    sender = cluster.agents[source].launch(run)
     try:
         for line in lines(sender.recv_stderr, MAX_STDERR, sender.close):
             if line.startswith(b"{"):

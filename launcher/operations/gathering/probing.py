@@ -19,14 +19,14 @@ from launcher.core.answers.probe_answer import Probed
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import fan_out
-from launcher.node.scripts import tag as script_tag
+from launcher.node.unit import tag
 
 __all__ = ["probe_tag", "run_probe"]
 
 
 def probe_tag() -> str:
     """This probe's version: part of every cache key of its answers."""
-    return script_tag("probe")
+    return tag("probe")
 
 
 def run_probe(

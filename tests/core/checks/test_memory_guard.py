@@ -19,8 +19,9 @@ from bench.memory_guard import gb10_facts, guard
 from launcher.core.checks.budget import CPU, GPU, UNIFIED, GiB, kv_bytes_per_token, node_kind
 from launcher.core.checks.memory_rows import memory_rows
 from launcher.core.serving.startup_log import diagnose
-from launcher.node.scripts import bundle
+from launcher.core.stubs import CARRY_STUB
 from launcher.node.scripts.memory import parse_gpu_query, parse_meminfo
+from launcher.node.unit import unit_line, unit_sha
 from tests.conftest import ROOT, base_spec, plan_of, spec_of
 
 DATA = ROOT / "tests" / "data"
@@ -130,7 +131,8 @@ def test_cpu_build_claims_its_kv_cache_space_beside_the_weights() -> None:
 
 
 def test_dropping_caches_as_a_user_without_sudo_rights_says_so(tmp_path: Path) -> None:
-    """The real node script, run as `nobody`: not root, and sudo is not there or not allowed."""
+    """The real node script, run as `nobody` (the unit carried: nobody's home keeps none): not
+    root, and sudo is not there or not allowed."""
     done = subprocess.run(
         [
             "setpriv",
@@ -138,11 +140,14 @@ def test_dropping_caches_as_a_user_without_sudo_rights_says_so(tmp_path: Path) -
             "--regid=nogroup",
             "--clear-groups",
             "/usr/bin/python3",
-            "-",
+            "-S",
+            "-c",
+            CARRY_STUB,
+            unit_sha(),
             "drop",
             str(tmp_path),
         ],
-        input=bundle("drop"),
+        input=unit_line(),
         capture_output=True,
         text=True,
         check=False,

@@ -5,7 +5,6 @@ in tests/conformance/test_preflight_script.py and on the test bed in tests/e2e/t
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,9 +15,9 @@ from launcher.core.checks import Row
 from launcher.core.checks.collective_rows import preflight_rows
 from launcher.core.checks.connections import preflight_requests, vllm_connections
 from launcher.core.remote import preflight_call
-from launcher.node.scripts import bundle
 from launcher.operations.gathering.preflight_run import _Run
 from tests.conftest import base_spec, edit, plan_of, spec_of
+from tests.node_scripts import answer_of, run_script
 
 
 def pairs(data: dict[str, object], nccl: bool = False) -> dict[tuple[str, str], tuple[str, ...]]:
@@ -144,14 +143,7 @@ def test_a_node_still_waiting_when_the_others_answered_says_where_it_waits_and_w
 
 
 def test_the_heads_store_port_is_found_with_the_nodes_own_python3_without_torch(tmp_path: Path) -> None:
-    done = subprocess.run(
-        ["python3", "-", "preflight", str(tmp_path), "port", "127.0.0.1"],
-        input=bundle("preflight"),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    answer = json.loads(done.stdout)
+    answer = answer_of(run_script(tmp_path / "home", "preflight", str(tmp_path), "port", "127.0.0.1"))
     assert answer["ok"] and 0 < answer["port"] < 65536
 
 

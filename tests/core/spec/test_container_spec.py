@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from launcher.core.remote import PROBE_LOADER, probe_call
+from launcher.core.remote import probe_call
 from launcher.core.spec.container import ContainerSection, container_options
+from launcher.core.stubs import CARRY_STUB
 from launcher.core.views import plan_text
 from launcher.errors import SpecError
 from launcher.load import plan_file
@@ -100,11 +101,12 @@ def test_the_probe_runs_in_the_image_with_ups_options_and_its_env_on_stdin() -> 
     node = plan.nodes[1]
     call = probe_call(spec, node, "t")
     docker = shlex.split(call.command)
-    assert json.loads((call.data or "").splitlines()[0]) == dict(node.env)  # ahead of the probe's source
+    assert json.loads(call.data or "") == dict(node.env) and call.carried  # the unit goes ahead of it
     image_at = docker.index("img:1")
     assert docker[:4] == ["docker", "run", "--rm", "--interactive"]
     assert set(container_options(spec.vllm.container, "/models/m")) <= set(docker[:image_at])
     assert not [w for w in docker if any(v in w for v in node.env.values())]  # no value on any argv
     # the very argv `up` runs, after `vllm serve`
-    assert docker[image_at + 1 : image_at + 5] == ["python3", "-c", PROBE_LOADER, "resolve"]
-    assert tuple(docker[image_at + 5 :]) == node.argv[node.argv.index("serve") + 1 :]
+    assert docker[image_at + 1 : image_at + 3] == ["python3", "-c"]  # the image's own, with site
+    assert docker[image_at + 3 : image_at + 8] == [CARRY_STUB, "", "probe", "--environ", "resolve"]
+    assert tuple(docker[image_at + 8 :]) == node.argv[node.argv.index("serve") + 1 :]

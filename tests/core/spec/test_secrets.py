@@ -147,7 +147,7 @@ def test_no_command_the_launcher_builds_carries_a_secret_or_an_env_value(runtime
             remote.gather_call(where, {"lines": 5, "secrets": list(values)}),
             remote.stacks_call(where, {"lines": 5}),
             remote.facts_call(where, {"model": spec.model.path}),
-            *remote.dry_run_calls(spec, plan)[node.name],
+            *remote.dry_run_calls(spec, plan, "u" * 64)[node.name],
         ]
         for call in calls:
             assert not [v for v in hidden if v in call.command], call.command

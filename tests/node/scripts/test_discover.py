@@ -16,7 +16,7 @@ import pytest
 from launcher.core import remote
 from launcher.core.answers.discover_answer import discovered
 from launcher.node.agent import Agent
-from launcher.node.scripts import bundle, discover
+from launcher.node.scripts import discover
 from tests.fakes.local import LocalExecutor
 from tests.init_facts import spark_sys
 
@@ -162,15 +162,6 @@ def test_the_script_as_sent_answers_on_this_machine(home: Path, monkeypatch: pyt
     assert [m["path"] for m in answer["models_found"]] == [
         str(home / ".cache/huggingface/hub/models--a--b/snapshots/r1")
     ]
-
-
-def test_the_script_borrows_facts_functions_without_their_entry() -> None:
-    source = bundle("discover")
-    compile(source, "<discover as sent>", "exec")
-    assert "def vllm_facts(" in source and "def host_facts(" in source
-    assert source.count('if __name__ == "__main__":') == 1  # facts.py's own entry is left out
-    assert source.rstrip().endswith("main(sys.argv[2:])")
-    assert "def discover(" not in bundle("check_facts")
 
 
 def test_a_venv_found_in_a_usual_place_is_reported(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """The build fingerprint of an installed distribution: from its RECORD, with a stat cache that
-still catches a changed file, in real processes running the node script as it is sent."""
+still catches a changed file, in real processes running the node code from the unit."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from launcher.node.scripts import bundle
+from tests.node_scripts import keep_unit, run_in_unit
 
 FILES = {"pkg/__init__.py": b"x = 1\n", "pkg/sub/mod.py": b"y = 2\n", "pkg/data,with,commas.json": b"{}"}
 
@@ -38,12 +37,9 @@ def site(tmp_path: Path) -> Path:
 
 def fingerprint(site: Path, home: Path) -> dict[str, object]:
     """Run installed.fingerprint in a fresh process, as the facts script does on a node."""
-    code = bundle("check_facts").split("# ---- check_facts.py")[0]
-    code += f"\nimport json; print(json.dumps(fingerprint({str(site)!r}, 'pkg', 'pkg')))\n"
-    done = subprocess.run(
-        [sys.executable, "-"], input=code, capture_output=True, text=True, check=True, env={"HOME": str(home)}
-    )
-    result: dict[str, object] = json.loads(done.stdout)
+    code = "import json; from spark_node.installed import fingerprint\n"
+    code += f"print(json.dumps(fingerprint({str(site)!r}, 'pkg', 'pkg')))\n"
+    result: dict[str, object] = json.loads(run_in_unit(home, code, env={}))
     return result
 
 
@@ -98,12 +94,11 @@ def test_processes_writing_the_same_cache_at_once_never_fail(site: Path, tmp_pat
     """As facts and the probe do on one node, or two nodes sharing a home: each writes it all."""
     for i in range(3000):  # enough files that the writes overlap
         (site / f"pkg/gen_{i}.py").write_text(f"v = {i}\n")
-    code = (
-        bundle("check_facts").split("# ---- check_facts.py")[0]
-        + f"\nfingerprint({str(site)!r}, 'pkg', 'pkg')\n"
-    )
+    unit = keep_unit(tmp_path)
+    code = f"import sys; sys.path.insert(0, {str(unit)!r})\nfrom spark_node.installed import fingerprint\n"
+    code += f"fingerprint({str(site)!r}, 'pkg', 'pkg')\n"
     procs = [
-        subprocess.Popen([sys.executable, "-c", code], env={"HOME": str(tmp_path)}, stderr=subprocess.PIPE)
+        subprocess.Popen(["python3", "-S", "-c", code], env={"HOME": str(tmp_path)}, stderr=subprocess.PIPE)
         for _ in range(8)
     ]
     errors = [p.communicate()[1] for p in procs]
@@ -129,21 +124,9 @@ def test_the_venvs_vllm_is_found_under_either_distribution_name_with_its_metadat
     (site / dist / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {metadata}\n\nVersion: 9\n"
     )
-    code = (
-        bundle("check_facts")
-        .split("# ---- check_facts.py (borrowed)")[0]
-        .split('if __name__ == "__main__":')[0]
-    )
-    code += f"\nimport json; print(json.dumps(vllm_facts({str(tmp_path / 'venv')!r})))\n"
-    done = subprocess.run(
-        [sys.executable, "-"],
-        input=code,
-        capture_output=True,
-        text=True,
-        check=True,
-        env={"HOME": str(tmp_path)},
-    )
-    facts = json.loads(done.stdout)
+    code = "import json; from spark_node.check_facts import vllm_facts\n"
+    code += f"print(json.dumps(vllm_facts({str(tmp_path / 'venv')!r})))\n"
+    facts = json.loads(run_in_unit(tmp_path, code, env={}))
     assert (facts["vllm_distribution"], facts["vllm_version"]) == (name, version)
 
 
@@ -158,10 +141,9 @@ def test_the_files_are_walked_as_os_walk_would_links_to_files_followed(site: Pat
     (site / "pkg/dangling.py").symlink_to(tmp_path / "nowhere.py")
     (site / "pkg/__pycache__").mkdir()
     (site / "pkg/__pycache__/mod.cpython-311.pyc").write_bytes(b"\0")
-    code = bundle("check_facts").split("# ---- check_facts.py")[0]
-    code += f"\nimport json; print(json.dumps(sorted(package_files({str(site)!r}, 'pkg').items())))\n"
-    done = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, check=True)
-    found = dict(json.loads(done.stdout))
+    code = "import json; from spark_node.installed import package_files\n"
+    code += f"print(json.dumps(sorted(package_files({str(site)!r}, 'pkg').items())))\n"
+    found = dict(json.loads(run_in_unit(tmp_path / "home", code)))
     assert sorted(found) == sorted([*FILES, "pkg/linked.py"])
     target = os.stat(site / "pkg/sub/mod.py")
     assert found["pkg/linked.py"][1] == target.st_ino and found["pkg/linked.py"][6] == target.st_size

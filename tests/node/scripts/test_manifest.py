@@ -1,4 +1,4 @@
-"""The manifest node script, run as it is sent (python3 - on stdin), on real files: content, not size.
+"""The manifest node script, run from the unit as a node runs it, on real files: content, not size.
 
 The hashes are cached in the node user's own ~/.cache (never in the model directory); a
 file's entry is reused only while its size, mtime, ctime, inode and device are unchanged,
@@ -8,7 +8,6 @@ only paths inside the model directory. The link policy: tests/node/scripts/test_
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import hashlib
 import json
@@ -19,14 +18,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from launcher.core.sync.model_manifest import FileEntry, Manifest, missing_parts
 from launcher.core.sync.transfer_plan import rsync_argv
 from launcher.node.agent import Agent
-from launcher.node.scripts import bundle
 from tests.fakes.local import LocalExecutor
-from tests.node_scripts import prepare
+from tests.node_scripts import answer_of, prepare, run_script
 
 
 def agent(home: Path) -> Agent:
@@ -159,12 +155,6 @@ def test_prepare_creates_the_directory(tmp_path: Path) -> None:
     assert (tmp_path / "a" / "b").is_dir()
 
 
-@pytest.mark.parametrize("name", ["manifest", "transfer", "prepare"])
-def test_the_sync_scripts_parse_as_python_3_8(name: str) -> None:
-    """Sent whole to nodes whose python3 may be old: no syntax newer than 3.8."""
-    ast.parse(bundle(name), feature_version=(3, 8))
-
-
 def copy_with_times(source: Path, target: Path) -> None:
     """A copy as rsync leaves it: each file's content, then the source's times."""
     target.mkdir()
@@ -228,16 +218,9 @@ def transfer(tmp_path: Path, source: Path, target: Path, attest: dict[str, str])
         "host": "localhost",  # whom the remote shell would reach: a local rsync reaches none
     }
     (tmp_path / "job.json").write_text(json.dumps(job))
-    done = subprocess.run(
-        ["python3", "-", "transfer", str(tmp_path), "send", str(tmp_path / "job.json")],
-        input=bundle("transfer"),
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "HOME": str(tmp_path / "home")},
+    return answer_of(
+        run_script(tmp_path / "home", "transfer", str(tmp_path), "send", str(tmp_path / "job.json"))
     )
-    answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return answer
 
 
 def test_the_source_names_the_files_rsync_sent_whose_bytes_are_the_ones_it_hashed(tmp_path: Path) -> None:

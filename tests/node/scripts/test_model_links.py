@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,24 +21,13 @@ from launcher.core.answers.sync_answer import manifest as read_manifest
 from launcher.core.checks.model_rows import _directory_rows
 from launcher.core.sync.model_manifest import FileEntry, LinkEntry, Manifest, missing_parts, refusals
 from launcher.core.sync.transfer_plan import plan_transfer
-from launcher.node.scripts import bundle
 from launcher.node.scripts.tree import Changed, read_bounded
-from tests.node_scripts import HANG, prepare
+from tests.node_scripts import answer_of, prepare, run_script
 
 
 def manifest(path: Path, home: Path) -> dict[str, Any]:
-    """The manifest script's answer, run as it is sent (python3 -, its source on stdin)."""
-    home.mkdir(exist_ok=True)
-    done = subprocess.run(
-        ["python3", "-", "manifest", str(home / "run"), json.dumps({"path": str(path)})],
-        input=bundle("manifest"),
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HOME": str(home)},
-        timeout=HANG,
-        check=True,
-    )
-    answer: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    """The manifest script's answer, run as a node runs it (from the unit kept in `home`)."""
+    answer = answer_of(run_script(home, "manifest", str(home / "run"), json.dumps({"path": str(path)})))
     assert answer["ok"], answer
     return answer
 

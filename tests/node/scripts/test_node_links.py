@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,8 @@ from typing import Any
 import pytest
 
 from launcher.core.answers.facts_answer import Facts, facts
-from launcher.node.scripts import bundle, net, rsh
-from tests.node_scripts import HANG
+from launcher.node.scripts import net, rsh
+from tests.node_scripts import answer_of, run_script
 
 
 def free_port() -> int:
@@ -28,16 +27,8 @@ def free_port() -> int:
 
 def facts_here(directory: Path, request: dict[str, Any], env: dict[str, str] | None = None) -> Facts:
     """The facts script's answer, run here as a node runs it, read by the launcher's reader."""
-    done = subprocess.run(
-        ["python3", "-S", "-", "check_facts", str(directory), json.dumps(request)],
-        input=bundle("check_facts"),
-        capture_output=True,
-        text=True,
-        timeout=HANG,
-        check=True,
-        env=env,
-    )
-    return facts(json.loads(done.stdout.splitlines()[-1]))
+    home = directory.parent / "home"
+    return facts(answer_of(run_script(home, "check_facts", str(directory), json.dumps(request), env=env)))
 
 
 def test_a_worker_connects_once_the_head_listens_after_it_began() -> None:

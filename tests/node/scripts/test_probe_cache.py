@@ -20,10 +20,10 @@ import pytest
 
 from launcher.core.render import shell_words
 from launcher.node.cluster import Cluster
-from launcher.node.scripts import bundle
 from launcher.operations.gate import run_check
 from launcher.operations.gathering.probing import probe_tag
 from tests.conftest import base_spec, local_cluster
+from tests.node_scripts import keep_unit
 
 ANSWER = {"ok": True, "vllm_version": "0.32.0", "resolved": {"missing": []}}
 
@@ -62,13 +62,12 @@ def cluster(tmp_path: Path) -> Cluster:
 
 def probe_key(cluster: Cluster, name: str, tmp_path: Path) -> str:
     """The key the probe itself computes on `name`, in the environment the probe runs in there."""
-    script = tmp_path / "probe.py"
-    script.write_text(bundle("probe"))
+    unit = keep_unit(tmp_path / "home")
     node = next(n for n in cluster.plan.nodes if n.name == name)
     argv = list(node.argv[2:])  # after `vllm serve`
     code = (
-        f"ns = {{'__name__': 'probe'}}; exec(open({str(script)!r}).read(), ns); "
-        f"print(ns['cache_key']({{'argv': {argv!r}, 'env': {{}}}}, {probe_tag()!r}))"
+        f"import sys; sys.path.insert(0, {str(unit)!r}); from spark_node.probe import cache_key; "
+        f"print(cache_key({{'argv': {argv!r}, 'env': {{}}}}, {probe_tag()!r}))"
     )
     words = [
         "env",
