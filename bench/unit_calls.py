@@ -85,7 +85,7 @@ def main() -> None:
         ]
         print(f"hash check on the node ({args.python}): median {statistics.median(hashed) * 1000:.2f} ms")
         env = {**os.environ, "HOME": home}
-        load_only = stubs.RUN_STUB.replace("run_name='__main__'", "run_name='bench'")
+        load_only = stubs.RUN_STUB.replace('run_name="__main__"', 'run_name="bench"')
         from_bytecode = (
             f"import sys;sys.path.insert(0,{str(cached)!r});import runpy;"
             "runpy.run_module('spark_node.'+sys.argv[1],run_name='bench')"

@@ -310,7 +310,7 @@ def _loaded_at_start(name: str) -> set[str]:
 
     with tempfile.TemporaryDirectory() as home:
         keep_unit(Path(home))
-        stub = RUN_STUB.replace("run_name='__main__'", "run_name='loaded'")
+        stub = RUN_STUB.replace('run_name="__main__"', 'run_name="loaded"')
         program = stub + ";print(' '.join(sys.modules))"
         done = subprocess.run(
             ["python3", "-S", "-c", program, unit_sha(), name],

@@ -23,20 +23,21 @@ UNIT_MISSING_SAYS = "spark-launch: no unit"  # and the start of what it says on 
 # left in the home (where SSH commands start) must not stand in for the standard library's.
 _PATH = "import sys;sys.path=[p for p in sys.path if p];"
 _RUN = (
-    f"sys.argv.pop(1);sys.path.insert(0,f);import runpy;"
-    f"runpy.run_module('{UNIT_PACKAGE}.'+sys.argv[1],run_name='__main__',alter_sys=True)"
+    "sys.argv.pop(1);sys.path.insert(0,f);import runpy;"
+    f'runpy.run_module("{UNIT_PACKAGE}."+sys.argv[1],run_name="__main__",alter_sys=True)'
 )
 # The kept unit, hashed before anything in it runs: a file planted or changed there never runs.
 RUN_STUB = (
-    f"{_PATH}import os,hashlib;u=sys.argv[1];f=os.path.expanduser('~/{UNIT_HOME}/%s.pyz'%u);"
-    f"os.path.isfile(f)and hashlib.sha256(open(f,'rb').read()).hexdigest()==u"
-    f" or print('{UNIT_MISSING_SAYS}',u,file=sys.stderr)or sys.exit({UNIT_MISSING});{_RUN}"
+    f'{_PATH}import os,hashlib;u=sys.argv[1];f=os.path.expanduser("~/{UNIT_HOME}/%s.pyz"%u);'
+    'os.path.isfile(f)and hashlib.sha256(open(f,"rb").read()).hexdigest()==u'
+    f' or print("{UNIT_MISSING_SAYS}",u,file=sys.stderr)or sys.exit({UNIT_MISSING});{_RUN}'
 )
 # The unit as the first line of stdin (base64), hashed, then kept in a new private temporary
 # file for this process only (removed at its exit); the rest of stdin is the script's.
 CARRY_STUB = (
     f"{_PATH}import os,hashlib,binascii,tempfile,atexit;u=sys.argv[1];"
-    f"b=binascii.a2b_base64(sys.stdin.buffer.readline());hashlib.sha256(b).hexdigest()==u"
-    f" or print('spark-launch: the unit sent is not',u,file=sys.stderr)or sys.exit(1);"
-    f"d,f=tempfile.mkstemp('.pyz');w=open(d,'wb');w.write(b);w.close();atexit.register(os.unlink,f);{_RUN}"
+    "b=binascii.a2b_base64(sys.stdin.buffer.readline());hashlib.sha256(b).hexdigest()==u"
+    ' or print("spark-launch: the unit sent is not",u,file=sys.stderr)or sys.exit(1);'
+    'd,f=tempfile.mkstemp(".pyz");w=open(d,"wb");w.write(b);w.close();'
+    f"atexit.register(os.unlink,f);{_RUN}"
 )
