@@ -27,7 +27,7 @@ from launcher.core.answers.run_answer import Locked, NodeState, RunState, Stoppe
 from launcher.core.answers.unit_answer import Kept
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
-from launcher.core.stubs import UNIT_MISSING, UNIT_MISSING_SAYS
+from launcher.core.stubs import UNIT_HOME, UNIT_MISSING, UNIT_MISSING_SAYS
 from launcher.core.sync import sync_calls
 from launcher.core.sync.model_manifest import Manifest
 from launcher.errors import ExitStatus
@@ -126,6 +126,12 @@ class Agent:
     def _answer(self, call: Call, result: Result, parse: Callable[[object], T]) -> T:
         """A script call's answer (the last JSON line of its result) as `parse` reads it."""
         lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+        if not lines and missing(result):  # sent, yet not found where the next call looks
+            raise NodeError(
+                self.node,
+                f"the node script {call.script} found no unit {unit_sha()[:16]}... after it was sent",
+                f"~/{UNIT_HOME} must be the same folder for every SSH command of the node's user",
+            )
         if not lines:
             detail = (result.stderr or result.stdout).strip().splitlines()[-3:]
             raise NodeError(

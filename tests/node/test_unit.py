@@ -25,7 +25,7 @@ from launcher.core import remote
 from launcher.core.stubs import CARRY_STUB, RUN_STUB, UNIT_HOME, UNIT_MISSING, UNIT_PACKAGE
 from launcher.node import unit
 from launcher.node.agent import Agent, stdin_of
-from launcher.node.executor import Result
+from launcher.node.executor import NodeError, Result
 from launcher.node.scripts import install
 from launcher.node.unit import unit_bytes, unit_line, unit_sha
 from tests.fakes.local import LocalExecutor
@@ -150,6 +150,26 @@ def test_a_planted_unit_under_the_calls_name_is_refused_replaced_and_never_run(t
     assert not marker.exists()
     assert executor.said == [("rank_status", UNIT_MISSING), ("install", 0), ("rank_status", 0)]
     assert kept_path(tmp_path).read_bytes() == unit_bytes()
+
+
+def test_a_unit_sent_yet_not_found_by_the_next_call_is_an_error_naming_the_node(tmp_path: Path) -> None:
+    """A node whose SSH commands see another home than the install did: said, not looped on."""
+
+    class TwoHomes(Recording):
+        def run(
+            self, node: str, command: str, stdin: str | None = None, timeout: float | None = None
+        ) -> Result:
+            self.home = tmp_path / ("other" if " install" in command else "home")
+            self.home.mkdir(exist_ok=True)
+            return super().run(node, command, stdin, timeout)
+
+    executor = TwoHomes(tmp_path / "home")
+    with pytest.raises(NodeError) as caught:
+        Agent(executor, "c", "n1").status()
+    assert caught.value.message.startswith(
+        f"node n1: the node script rank_status found no unit {unit_sha()[:16]}"
+    )
+    assert executor.said == [("rank_status", UNIT_MISSING), ("install", 0), ("rank_status", UNIT_MISSING)]
 
 
 def test_the_stub_runs_nothing_of_a_unit_that_is_not_the_one_named(tmp_path: Path) -> None:
