@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from launcher.core.answers import facts_answer, probe_answer, run_answer, sync_answer
+from launcher.core.answers import facts_answer, probe_answer, run_answer, sync_answer, unit_answer
 from launcher.core.answers.discover_answer import discovered
 from launcher.core.answers.read import BadAnswer, Refused, loads
 from launcher.node.agent import Agent
@@ -248,6 +248,14 @@ CASES: list[tuple[str, Callable[[object], object], object, str]] = [
         "an interface named with a newline",
         discovered,
         bed_pair()["node1"] | {"hostname": "h\nx"},
+        "control character",
+    ),
+    # the unit kept
+    ("a unit named by no sha256", unit_answer.Kept.parse, {"ok": True, "unit": "../x", "removed": []}, "hex"),
+    (
+        "a removed unit with an escape",
+        unit_answer.Kept.parse,
+        {"ok": True, "unit": SHA, "removed": ["a\x1b[2J"]},
         "control character",
     ),
 ]
