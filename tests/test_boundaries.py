@@ -216,7 +216,7 @@ def test_each_node_script_is_sent_whole_and_compiles_alone(name: str) -> None:
 # or two (typing 2 ms) for names that serve annotations only, or for one use on a rare path.
 SLOW_AT_START = {"typing", "shutil", "tempfile", "csv", "base64", "platform"}
 # These run under the node's vLLM install, which imports all of that anyway.
-UNDER_VLLM = ("catalog",)
+UNDER_VLLM = ("catalog", "k8s_gate")
 
 
 @pytest.mark.parametrize("name", [n for n in SENT_ALONE if n not in UNDER_VLLM])
@@ -318,6 +318,7 @@ CORE_ORDER = (
     ("answers",),
     ("checks", "init", "serving"),
     ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview
+    ("export",),  # the plan for other tools (Kubernetes), with the checks' planned values
     ("views", "reports", "redact", "terminal"),
 )
 SIDE_BY_SIDE = CORE_ORDER.index(("checks", "init", "serving"))  # rooms that never import each other

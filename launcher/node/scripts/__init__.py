@@ -49,6 +49,7 @@ NAMES = (
     "planning",
     "catalog",
     "preflight",
+    "k8s_gate",
 )
 # No entry of their own: only ever inlined.
 LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits", "rdma", "hostinfo", "rsh")
