@@ -66,8 +66,8 @@ release: dev                                        ## add or refresh one releas
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=0.34.0" >&2; exit 2; }
 	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
 
-golden: dev                                         ## rewrite golden plans after an intended change
-	$(BIN)/pytest tests/test_configs.py --update-golden
+golden: dev                                         ## rewrite golden plans and manifests after an intended change
+	$(BIN)/pytest tests/test_configs.py tests/test_export_k8s.py --update-golden
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py

@@ -64,7 +64,8 @@ def _names(file: SpecFile) -> list[Problem]:
         if NAME.match(name):
             continue
         where: tuple[str | int, ...] = ("deployments", i, "name") if file.deployments else ("name",)
-        message = f"{deployment!r} makes {name!r}, which cannot name a LeaderWorkerSet"
+        made = f"{name!r}" if name == deployment else f"{deployment!r} makes {name!r}, which"
+        message = f"{made} cannot name a LeaderWorkerSet"
         problems.append(Problem(where, message, NAME_HINT))
     return problems
 
