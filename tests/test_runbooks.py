@@ -36,6 +36,7 @@ EXPECTED = (
     "containers.md",
     "several-models.md",
     "upgrading-safely.md",
+    "kubernetes.md",
 )
 
 FENCE = re.compile(r"^\s*```\s*(\S*)")

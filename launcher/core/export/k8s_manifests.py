@@ -4,7 +4,9 @@ the ConfigMap of its agreement gate, as plain data. Pure.
 The LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) has one group of the deployment's node count:
 rank 0 is the leader (it serves the API), the others are its workers, each pod running its
 rank's planned argv (k8s_pods). `restartPolicy: RecreateGroupOnPodRestart`: one rank lost
-restarts them all, as `supervise` does. `startupPolicy: LeaderCreated`: the leader's readiness
+restarts them all, as `supervise` does, once every pod of the group has started (LWS's
+after-start annotation, v0.8 on: a pod whose gate refuses keeps its message and backs off,
+instead of its group being made anew in a loop). `startupPolicy: LeaderCreated`: the leader's readiness
 is its /health, which vLLM answers only once every rank has joined, so LeaderReady would wait
 for ever for workers it never starts. The ConfigMap carries the gate's source and the plan's
 values (`check`'s own: launcher.core.checks.probe.planned_values), which each pod's init
@@ -35,6 +37,7 @@ from launcher.core.spec.sections import SpecFile
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 PLAN_ANNOTATION = "spark-launch/plan"
 LEADER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+AFTER_START = "leaderworkerset.sigs.k8s.io/experimental-recreate-group-after-start"
 
 
 def export_manifests(
@@ -98,7 +101,9 @@ def leader_worker_set(d: Deployment) -> dict[str, Any]:
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
-        "metadata": metadata(d.name, d.name, d.k8s.namespace, annotations={PLAN_ANNOTATION: d.plan.digest}),
+        "metadata": metadata(
+            d.name, d.name, d.k8s.namespace, annotations={PLAN_ANNOTATION: d.plan.digest, AFTER_START: "true"}
+        ),
         "spec": {"replicas": 1, "startupPolicy": "LeaderCreated", "leaderWorkerTemplate": template},
     }
 
