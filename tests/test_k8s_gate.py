@@ -115,6 +115,7 @@ def test_a_refusal_names_the_settings_and_stops_the_pod(
     expected = shipped_expected()
     (tmp_path / "expected.json").write_text(json.dumps(expected))
     log = tmp_path / "termination-log"
+    log.touch()  # the kubelet makes it in a pod
     monkeypatch.setattr(k8s_gate, "TERMINATION_LOG", str(log))
     monkeypatch.setattr(k8s_gate.os, "environ", POD_ENV)
     seen: list[list[str]] = []
@@ -137,17 +138,19 @@ def test_a_refusal_names_the_settings_and_stops_the_pod(
 def test_an_agreeing_pod_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     expected = shipped_expected()
     (tmp_path / "expected.json").write_text(json.dumps(expected))
+    (tmp_path / "termination-log").touch()
     monkeypatch.setattr(k8s_gate, "TERMINATION_LOG", str(tmp_path / "termination-log"))
     monkeypatch.setattr(k8s_gate.os, "environ", POD_ENV)
     answer = {"ok": True, "vllm_version": "0.33.0", "resolved": as_planned(expected)}
     monkeypatch.setattr(k8s_gate, "run_job", lambda *_: answer)
     assert k8s_gate.main([str(tmp_path / "expected.json"), "--", "/models/m"]) == 0
-    assert not (tmp_path / "termination-log").exists()
+    assert (tmp_path / "termination-log").read_text() == ""
 
 
 def test_a_command_vllm_rejects_stops_the_pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "expected.json").write_text(json.dumps(shipped_expected()))
     log = tmp_path / "termination-log"
+    log.touch()
     monkeypatch.setattr(k8s_gate, "TERMINATION_LOG", str(log))
     failed = {"ok": False, "error": "the vLLM parser rejected the command (exit 2)"}
     monkeypatch.setattr(k8s_gate, "run_job", lambda *_: failed)
