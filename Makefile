@@ -67,7 +67,7 @@ release: dev                                        ## add or refresh one releas
 	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
 
 golden: dev                                         ## rewrite golden plans and manifests after an intended change
-	$(BIN)/pytest tests/test_configs.py tests/test_export_k8s.py --update-golden
+	$(BIN)/pytest tests/core/test_configs.py tests/commands/test_export_k8s.py --update-golden
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or reuse) a cached venv holding the endpoint's router: LiteLLM's proxy, pinned exactly
-# (launcher/core/endpoint.py, ROUTER_PIN). Usage: scripts/router-venv.sh [VERSION] -> prints the path.
+# (launcher/core/endpoint_plan.py, ROUTER_PIN). Usage: scripts/router-venv.sh [VERSION] -> prints the path.
 # On a node: run it there (python3 and PyPI), then set endpoint.venv to the path it prints
 # (or copy the venv to a path of your choice with the same Python).
 # The cache key is the version plus this script's own hash: a second run is instant.

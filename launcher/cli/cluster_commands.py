@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from launcher.cli.commandline import command, option
-from launcher.cli.common import (
+from launcher.cli.fleet_output import down_said, print_dry_run, up_said
+from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_deployments
+from launcher.cli.shared import (
     DEPLOYMENT,
     JSON,
     SPEC,
@@ -13,9 +16,6 @@ from launcher.cli.common import (
     screen,
     secret_values,
 )
-from launcher.cli.fleet_output import down_said, print_dry_run, up_said
-from launcher.cli.progress import Printer
-from launcher.cli.reaching import reach_deployments
 from launcher.errors import ExitStatus
 
 
@@ -84,14 +84,14 @@ def up(
       spark-launch up cluster.yaml --locked
       spark-launch up cluster.yaml --skip-check    # not recommended
     """
-    from launcher.commands.fleet import up_fleet
-    from launcher.commands.up import UpOptions
+    from launcher.commands.up import up_fleet
+    from launcher.operations.running.starting import UpOptions
 
     if dry_run:
         return print_dry_run(spec, deployment, as_json)
     lock = None
     if locked:
-        from launcher.commands.lockfile import read_lock
+        from launcher.operations.drift import read_lock
 
         lock = read_lock(spec)
     with open_deployments(spec, ssh_config, deployment) as chosen:
@@ -184,16 +184,12 @@ def check(
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
       spark-launch check cluster.yaml --no-probe --no-collective   # the quick comparison only
     """
-    from launcher.commands.check import NodesDisagree, run_check
-    from launcher.commands.fleet import merge_reports, with_endpoint
+    from launcher.commands.check import check as compare
     from launcher.core.reports import check_json, check_text
+    from launcher.operations.gate import NodesDisagree
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
-        reports = {
-            n: run_check(c, probe=not no_probe, fresh=fresh, collective=not no_collective)
-            for n, c in chosen.clusters.items()
-        }
-        report = with_endpoint(merge_reports(reports), chosen)
+        report = compare(chosen, probe=not no_probe, fresh=fresh, collective=not no_collective)
     if as_json:
         echo(check_json(report))
         return report.exit_status
@@ -230,7 +226,7 @@ def down(
       spark-launch down configs/demo.yaml
       spark-launch down cluster.yaml --json | jq .clean
     """
-    from launcher.commands.fleet import down_fleet
+    from launcher.commands.down import down_fleet
 
     with reach_deployments(spec, ssh_config, deployment) as chosen:
         results = down_fleet(chosen, grace, Printer())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from launcher.cli.commandline import group, option
-from launcher.cli.common import DEPLOYMENT, SPEC, SSH_CONFIG, echo, planned_fleet
+from launcher.cli.shared import DEPLOYMENT, SPEC, SSH_CONFIG, echo, planned_fleet
 from launcher.errors import ExitStatus
 
 
@@ -62,9 +62,9 @@ def systemd(
     import os
     from dataclasses import replace
 
-    from launcher.commands.systemd import default_env_file, supervise_unit
-    from launcher.commands.systemd import install as write_unit
-    from launcher.core.serving.systemd import render_unit
+    from launcher.commands.export_systemd import default_env_file, supervise_unit
+    from launcher.commands.export_systemd import install as write_unit
+    from launcher.core.serving.systemd_unit import render_unit
 
     fleet = planned_fleet(spec, ssh_config)  # it must plan, as supervise will
     planned = replace(fleet.deployments[0].spec, name=fleet.name)  # the unit supervises every deployment

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.cli.commandline import BadParameter, UsageError, command, option
-from launcher.cli.common import JSON, connect_timeout, connecting, echo, ssh_options
 from launcher.cli.progress import Printer
-from launcher.core.spec.checks import ssh_target_problem
+from launcher.cli.shared import JSON, connect_timeout, connecting, echo, ssh_options
+from launcher.core.spec.spec_checks import ssh_target_problem
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
@@ -221,15 +221,15 @@ def facts(
       spark-launch facts --hosts spark-1,spark-2 --json > facts.json
       spark-launch facts --hosts spark-1 --venv /opt/vllm --json | jq '."spark-1".interfaces'
     """
-    from launcher.commands.facts import agents, gather
-    from launcher.core.init.draft import InitRequest, discover_request
+    from launcher.commands.facts import facts as discover
+    from launcher.core.init.draft import InitRequest
 
     check_install(venv, image)
     host_list = parse_hosts(hosts)
     config = str(Path(ssh_config).expanduser().absolute()) if ssh_config else None
     request = InitRequest(host_list, "facts", model, venv, image, config)
     with ssh_to(request.names, host_list, config) as executor:
-        answers = gather(agents(executor, request.names), discover_request(request))
+        answers = discover(executor, request)
     out: dict[str, Any] = {}
     for (name, answer), host in zip(answers.items(), host_list, strict=True):
         out[name] = (

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, TextIO
 
 from launcher import __version__
 from launcher.cli.commandline import File, command, option
-from launcher.cli.common import (
+from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_cluster
+from launcher.cli.shared import (
     DEPLOYMENT,
     SPEC,
     SSH_CONFIG,
@@ -20,8 +22,6 @@ from launcher.cli.common import (
     open_deployments,
     secret_values,
 )
-from launcher.cli.progress import Printer
-from launcher.cli.reaching import reach_cluster
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:
@@ -95,10 +95,10 @@ def supervise(
       spark-launch supervise cluster.yaml --drop-caches --max-restarts 5 --window 7200
       tail -f ~/.spark-launch/spark-pair/supervise.jsonl | jq -c '{time, node, what, action}'
     """
-    from launcher.commands.supervise import SuperviseOptions, Terminated
-    from launcher.commands.supervise import supervise as keep
-    from launcher.commands.up import UpOptions
     from launcher.core.serving.supervision import RestartPolicy
+    from launcher.operations.running.starting import UpOptions
+    from launcher.operations.running.supervising import SuperviseOptions, Terminated
+    from launcher.operations.running.supervising import supervise as keep
 
     up_options = UpOptions(
         timeout=timeout,
@@ -131,7 +131,7 @@ def supervise(
         with path.open("a") as log:
             printer.info(f"events: {path}")
             if chosen.fleet.multi or chosen.endpoint is not None:
-                from launcher.commands.keeping import supervise_fleet
+                from launcher.commands.supervise import supervise_fleet
 
                 stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
             else:

@@ -7,13 +7,13 @@ import time
 from typing import TYPE_CHECKING
 
 from launcher.cli.commandline import command, option
-from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
 from launcher.cli.reaching import reach_deployments
+from launcher.cli.shared import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import Reachable
     from launcher.node.executor import NodeError
+    from launcher.operations.fleet import Reachable
 
 
 @command()
@@ -60,8 +60,8 @@ def status(
       spark-launch status cluster.yaml --json | jq .serving.state
       spark-launch status cluster.yaml --watch --deadline 10
     """
-    from launcher.commands.status import status as look
     from launcher.core.reports import status_text
+    from launcher.operations.running.cluster_status import status as look
 
     # Watching, a node that is down now must be asked again at each refresh: no connecting first.
     with reach_deployments(spec, ssh_config, deployment, reach=not watch) as chosen:
@@ -87,7 +87,7 @@ def status(
 def _fleet_status(chosen: Reachable, deadline: float | None, as_json: bool) -> ExitStatus:
     """`status` of several deployments (or one behind the endpoint): each named, then the endpoint."""
     from launcher.cli.fleet_output import all_serve
-    from launcher.commands.fleet import status_fleet
+    from launcher.commands.status import status_fleet
     from launcher.core.reports import fleet_status_text
 
     found = status_fleet(chosen, deadline)

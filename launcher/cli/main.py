@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from launcher import __version__
 from launcher.cli import commandline
 from launcher.cli.commandline import Context, Exit, Help, Option, UsageError, group, option
-from launcher.cli.common import echo, terminal
 from launcher.cli.lazy import LazyCommands
+from launcher.cli.shared import echo, terminal
 from launcher.errors import ExitStatus, SparkLaunchError
 
 PROG = "spark-launch"  # as usage and help name the program, however it was started

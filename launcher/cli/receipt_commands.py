@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from launcher.cli.commandline import argument, command
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
+from launcher.cli.shared import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus
 
 
@@ -64,7 +64,7 @@ def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: boo
       spark-launch diff cluster.yaml 20250101-120000-ab12 now --json
     """
     from launcher.commands.diff import compare, now_of, pick
-    from launcher.core.receipts.diff import diff_text
+    from launcher.core.receipts.run_diff import diff_text
     from launcher.load import plan_file
 
     planned, plan = plan_file(spec)
@@ -105,7 +105,7 @@ def lock(spec: str, ssh_config: str | None) -> ExitStatus:
       spark-launch lock cluster.yaml && git add cluster.yaml.lock
       spark-launch up cluster.yaml --locked
     """
-    from launcher.commands.lockfile import write_lock
+    from launcher.commands.lock import write_lock
 
     with open_cluster(spec, ssh_config) as cluster:
         path, nodes = write_lock(cluster, spec)

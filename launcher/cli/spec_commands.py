@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from launcher.cli.commandline import BadParameter, command, option
-from launcher.cli.common import SPEC, SSH_CONFIG, echo, open_deployments, screen
+from launcher.cli.shared import SPEC, SSH_CONFIG, echo, open_deployments, screen
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
@@ -59,7 +59,7 @@ def plan(
     from launcher.load import plan_fleet
 
     if release is not None:
-        from launcher.core.receipts.release import comparison_text
+        from launcher.core.receipts.upgrade import comparison_text
         from launcher.load import compare_file
 
         comparison = compare_file(spec, release)

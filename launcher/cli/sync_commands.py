@@ -9,12 +9,12 @@ import time
 from typing import TYPE_CHECKING, TextIO
 
 from launcher.cli.commandline import group, option
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.cli.progress import Printer
+from launcher.cli.shared import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus, printable
 
 if TYPE_CHECKING:
-    from launcher.core.sync.transfer import CopyProgress
+    from launcher.core.sync.transfer_plan import CopyProgress
 
 
 @group()
@@ -84,9 +84,9 @@ def models(
       spark-launch sync models cluster.yaml --from spark-2 --relay
       spark-launch sync models cluster.yaml --json | jq '.nodes[] | {node, state}'
     """
-    from launcher.commands.sync.models import sync_models
-    from launcher.commands.sync.options import SyncOptions
-    from launcher.core.sync.report import sync_json, sync_text
+    from launcher.commands.sync_models import sync_models
+    from launcher.core.sync.sync_report import sync_json, sync_text
+    from launcher.operations.copying.sync_options import SyncOptions
 
     options = SyncOptions(source=source, dry_run=dry_run, relay=relay, bwlimit=bwlimit)
     with open_cluster(spec, ssh_config) as cluster:
@@ -181,7 +181,7 @@ def images(spec: str, ssh_config: str | None, relay: bool, as_json: bool) -> Exi
       spark-launch sync images cluster.yaml --relay
       spark-launch sync images cluster.yaml --json | jq '.nodes[] | {name, action}'
     """
-    from launcher.commands.sync.images import sync_images
+    from launcher.commands.sync_images import sync_images
 
     with open_cluster(spec, ssh_config) as cluster:
         result = sync_images(cluster, Printer(), relay=relay)

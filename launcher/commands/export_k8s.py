@@ -15,7 +15,7 @@ import yaml
 from launcher.core.export.k8s_checks import export_problems
 from launcher.core.export.k8s_manifests import export_manifests
 from launcher.core.export.k8s_objects import Manifest
-from launcher.core.fleet import Fleet
+from launcher.core.fleet_plan import Fleet
 from launcher.core.spec.sections import SpecFile
 from launcher.core.spec.yamlsource import Document
 from launcher.errors import SparkLaunchError

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from launcher.core.fleet import Fleet
+from launcher.core.fleet_plan import Fleet
 from launcher.core.render import NodeCommand
 from launcher.core.spec.deployments import deployment_names
 from launcher.core.spec.k8s_section import WHERE, K8sSection

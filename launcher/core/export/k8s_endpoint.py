@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.core.endpoint import API_KEY, CONFIG_FILE, LIVE_PATH, EndpointPlan, Route, router_config
+from launcher.core.endpoint_plan import API_KEY, CONFIG_FILE, LIVE_PATH, EndpointPlan, Route, router_config
 from launcher.core.export.k8s_checks import section_of
 from launcher.core.export.k8s_objects import Manifest, api_name, metadata, secret_name
 from launcher.core.export.k8s_pods import POD_IP, literal
-from launcher.core.fleet import Fleet
+from launcher.core.fleet_plan import Fleet
 from launcher.core.spec.sections import SpecFile
 
 CONFIG_MOUNT = "/spark-launch-endpoint"  # the router's working folder: its config, as planned

@@ -9,7 +9,7 @@ after-start annotation, v0.8 on: a pod whose gate refuses keeps its message and 
 instead of its group being made anew in a loop). `startupPolicy: LeaderCreated`: the leader's readiness
 is its /health, which vLLM answers only once every rank has joined, so LeaderReady would wait
 for ever for workers it never starts. The ConfigMap carries the gate's source and the plan's
-values (`check`'s own: launcher.core.checks.probe.planned_values), which each pod's init
+values (`check`'s own: launcher.core.checks.probe_rows.planned_values), which each pod's init
 container holds its own vLLM to.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from launcher.core.checks.probe import AGREE, planned_values
+from launcher.core.checks.probe_rows import AGREE, planned_values
 from launcher.core.export.k8s_checks import object_names, section_of
 from launcher.core.export.k8s_endpoint import endpoint_manifest
 from launcher.core.export.k8s_objects import Manifest, api_name, metadata, secret_name
@@ -31,7 +31,7 @@ from launcher.core.export.k8s_pods import (
     pod_template,
     shown_substitutions,
 )
-from launcher.core.fleet import Deployed, Fleet
+from launcher.core.fleet_plan import Deployed, Fleet
 from launcher.core.spec.sections import SpecFile
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"

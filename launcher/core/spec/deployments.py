@@ -14,7 +14,6 @@ import re
 from collections import Counter
 from typing import Any
 
-from launcher.core.spec.checks import CLUSTER_NAME, check_common, check_model
 from launcher.core.spec.k8s_spec_checks import check_k8s
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import (
@@ -25,6 +24,7 @@ from launcher.core.spec.sections import (
     Spec,
     SpecFile,
 )
+from launcher.core.spec.spec_checks import CLUSTER_NAME, check_common, check_model
 from launcher.errors import Problem
 
 Path = tuple[str | int, ...]

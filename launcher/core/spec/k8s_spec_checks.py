@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from launcher.core.spec.checks import IMAGE
 from launcher.core.spec.k8s_section import HOST, WHERE, K8sSection
+from launcher.core.spec.spec_checks import IMAGE
 from launcher.errors import Problem
 
 # A Kubernetes object name (RFC 1123 subdomain), a namespace (RFC 1123 label), a resource name.

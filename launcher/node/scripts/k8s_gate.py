@@ -46,7 +46,7 @@ def wanted(value: Any, env: dict[str, str]) -> Any:
 def differences(result: dict[str, Any], expected: dict[str, Any], env: dict[str, str]) -> list[str]:
     """Each setting this pod's vLLM derives otherwise than planned, as `key: derived (planned ...)`.
 
-    The rule is `check`'s for one node (launcher.core.checks.probe): a key the probe cannot
+    The rule is `check`'s for one node (launcher.core.checks.probe_rows): a key the probe cannot
     read is no agreement, and every value the plan decides must be derived as decided."""
     if not result.get("ok"):
         return [f"vLLM rejects the planned command: {result.get('error')}"]
