@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from launcher.load import plan_fleet
 from tests.conftest import ROOT
 
 SCRIPTS = ROOT / "scripts"
 ROUTER_LOCK = SCRIPTS / "router-requirements.txt"
+CI_LOCK = ROOT / "requirements" / "ci.lock"
 MULTI = ROOT / "configs" / "multi-2x-spark.yaml"
 # What the router is told so that LiteLLM fetches nothing (core/endpoint.py says why each).
 ROUTER_OFFLINE = {
@@ -58,21 +61,22 @@ def locked(text: str) -> dict[str, tuple[str, dict[str, str]]]:
     return packages
 
 
-def test_the_router_lock_pins_every_package_to_one_version_with_a_hash_per_wheel() -> None:
+def test_the_locks_pin_every_package_to_one_version_with_a_hash_per_wheel() -> None:
     packages = locked(ROUTER_LOCK.read_text())
     assert {"litellm", "litellm-proxy-extras", "fastapi", "uvicorn", "openai", "pydantic"} <= set(packages)
     assert len(packages) > 60  # litellm[proxy]'s own dependencies, not litellm alone
-    for name, (version, files) in packages.items():
+    for name, (version, files) in [*packages.items(), *locked(CI_LOCK.read_text()).items()]:
         assert files and all(f.endswith(".whl") for f in files), name  # wheels only: nothing is built
         normalised = name.replace("-", "_")
         assert all(f.lower().startswith(f"{normalised}-{version}-") for f in files), (name, files)
 
 
-def test_every_package_of_the_router_lock_has_a_wheel_for_every_target() -> None:
-    text = ROUTER_LOCK.read_text()
+@pytest.mark.parametrize("lock", [ROUTER_LOCK, CI_LOCK], ids=["router", "ci"])
+def test_every_package_of_a_lock_has_a_wheel_for_every_target(lock: Path) -> None:
+    text = lock.read_text()
     targets = re.search(r"^# targets: (.+)$", text, re.MULTILINE)
     assert targets is not None
-    assert {"x86_64-3.11", "aarch64-3.12"} <= set(targets[1].split())  # the test bed; DGX OS
+    assert {"x86_64-3.11", "aarch64-3.12"} <= set(targets[1].split())  # the test bed and CI; DGX OS
     for target in targets[1].split():
         arch, python = target.split("-")
         cp = "cp" + python.replace(".", "")
@@ -149,3 +153,44 @@ def test_the_router_is_told_every_local_switch_the_locked_litellm_reads() -> Non
         switches |= set(re.findall(r"\bLITELLM_LOCAL_[A-Z_]+\b", source.read_text(errors="replace")))
     assert "LITELLM_LOCAL_MODEL_COST_MAP" in switches
     assert switches <= set(ROUTER_OFFLINE)
+
+
+def pyproject_requirements() -> dict[str, list[Requirement]]:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 or newer, as CI
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return {
+        "build": [Requirement(r) for r in data["build-system"]["requires"]],
+        "run": [Requirement(r) for r in data["project"]["dependencies"]],
+        "dev": [Requirement(r) for r in data["project"]["optional-dependencies"]["dev"]],
+    }
+
+
+def test_the_launchers_dependencies_are_bounded_below_their_next_major() -> None:
+    groups = pyproject_requirements()
+    unbounded = [
+        str(r) for r in groups["run"] + groups["dev"] if not any(s.operator == "<" for s in r.specifier)
+    ]
+    assert not unbounded  # an operator's plain `pip install` gets no untested major release
+
+
+def test_the_ci_lock_pins_every_requirement_of_pyproject_within_its_bounds() -> None:
+    packages = locked(CI_LOCK.read_text())
+    groups = pyproject_requirements()
+    click = Requirement("click>=8.2,<9")  # the command line's next dependency, locked ahead
+    for requirement in [*groups["build"], *groups["run"], *groups["dev"], click]:
+        name = canonicalize_name(requirement.name)
+        assert name in packages, f"{requirement} is not in requirements/ci.lock: scripts/lock-ci.sh"
+        version = packages[name][0]
+        assert requirement.specifier.contains(version), f"{name}=={version} is not {requirement}"
+
+
+def test_make_dev_installs_the_ci_lock_with_hashes_required_then_the_launcher_alone() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^\$\(BIN\)/pytest: (.*)\n\t(.*)$", makefile, re.MULTILINE)
+    assert recipe is not None and "requirements/ci.lock" in recipe[1].split()
+    assert recipe[2].split(" && ")[1:3] == [
+        "$(BIN)/pip install -q --require-hashes --no-deps --only-binary :all: -r requirements/ci.lock",
+        "$(BIN)/pip install -q --no-deps --no-build-isolation -e .",  # nothing fetched: no build isolation
+    ]
+    install = re.search(r"^\$\(BIN\)/spark-launch: .*\n\t(.*)$", makefile, re.MULTILINE)
+    assert install is not None and "pip install -q -e ." in install[1]  # an operator's: plain pip
