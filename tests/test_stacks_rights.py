@@ -6,6 +6,7 @@ fake vLLM, as root: tests/test_supervise.py.)"""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from launcher.node.scripts import stacks
+from tests.conftest import ROOT
 
 ME = os.geteuid() + 4242  # the node user these tests play: neither root nor the owner of tmp_path
 FAKE_PY_SPY = """#!/bin/sh
@@ -179,3 +181,26 @@ def test_check_warns_of_a_py_spy_carrying_a_file_capability(
     facts = stacks.tool_facts(None)
     assert not facts["ptrace_ok"] and "carries a file capability (setcap)" in facts["ptrace"]
     assert "sudo setcap -r " in facts["ptrace"]
+
+
+def test_the_documented_sudoers_line_allows_the_dumps_the_script_runs_and_nothing_else() -> None:
+    line = re.compile(r"spark ALL=\(root\) NOPASSWD: (/\S+) \^(.+)\$")
+    documents = [ROOT / "SECURITY.md", ROOT / "deploy" / "upgrading-safely.md"]
+    found = {d.name: line.search(d.read_text().replace("\\$", "$")) for d in documents}
+    assert all(found.values()) and len({m[0] for m in found.values() if m}) == 1, found
+    match = found["SECURITY.md"]
+    assert match is not None and match[1] == "/usr/local/bin/py-spy" and match[1] in stacks.SYSTEM
+    arguments = re.compile(match[2])  # sudo reads it as a POSIX extended regular expression
+    assert arguments.fullmatch("dump --pid 4242") and arguments.fullmatch("dump --pid 4242 --nonblocking")
+    for other in ("dump --pid 1 --locals", "record --pid 1 -o /tmp/x", "dump --pid 1; id", "dump --pid"):
+        assert not arguments.fullmatch(other), other
+
+
+def test_no_document_advises_a_file_capability_for_py_spy() -> None:
+    """Each mention of `setcap cap_sys_ptrace` is in a sentence that says never."""
+    for path in [ROOT / "README.md", ROOT / "SECURITY.md", *sorted((ROOT / "deploy").glob("*.md"))]:
+        text = path.read_text()
+        for mention in re.finditer(r"setcap\s+cap_sys_ptrace", text):
+            sentence = text[: mention.start()].rsplit(". ", 1)[-1]
+            assert re.search(r"\bnever\b", sentence, re.IGNORECASE), f"{path.name}: {sentence[-200:]}"
+    assert "setcap" not in stacks.__doc__ + " ".join(stacks.SCOPES.values())

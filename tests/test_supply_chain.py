@@ -194,3 +194,12 @@ def test_make_dev_installs_the_ci_lock_with_hashes_required_then_the_launcher_al
     ]
     install = re.search(r"^\$\(BIN\)/spark-launch: .*\n\t(.*)$", makefile, re.MULTILINE)
     assert install is not None and "pip install -q -e ." in install[1]  # an operator's: plain pip
+
+
+def test_security_md_names_every_switch_the_router_is_given_and_the_refresh_commands() -> None:
+    text = (ROOT / "SECURITY.md").read_text()
+    assert all(name in text for name in ROUTER_OFFLINE)
+    assert all(
+        s in text
+        for s in ("scripts/lock-router.sh", "scripts/lock-ci.sh", "make lock", "requirements/ci.lock")
+    )
