@@ -128,7 +128,7 @@ def rights(venv: str | None) -> dict[str, Any]:
     ptrace_scope 0), through `sudo -n` for the rest, or not at all, and why."""
     scope, euid = ptrace_scope(), os.geteuid()
     elevated = sudo_py_spy(venv, euid)
-    said = f"ptrace_scope={scope or 'none (no Yama)'}: {SCOPES.get(scope or '0', '?')}"
+    said = f"ptrace_scope={scope or 'none (no Yama)'}"
     capped = [c for c in candidates(venv) if file_capability(c)]
     if capped:
         return {
@@ -137,16 +137,18 @@ def rights(venv: str | None) -> dict[str, Any]:
             f"every process's memory; remove it: sudo setcap -r {capped[0]}",
         }
     if scope == "3":
-        return {"ok": False, "how": said}
+        return {"ok": False, "how": f"{said}: {SCOPES['3']}"}
     if euid == 0:
         return {"ok": True, "how": "root"}
-    parts = ["this user's own processes directly"] if scope in (None, "0") else []
-    if elevated is not None and sudo_allowed([elevated, "dump", "--pid", "1"]):
-        parts.append(f"the others through sudo -n {elevated}")
-    if parts:
-        return {"ok": True, "how": f"{said}; " + ", ".join(parts)}
+    own = scope in (None, "0")
+    sudo = elevated is not None and sudo_allowed([elevated, "dump", "--pid", "1"])
     why = f"no sudo rule for {elevated}" if elevated else "no py-spy that root owns, for a sudo rule"
-    return {"ok": False, "how": f"{said}; {why} ({RUNBOOK})"}
+    if own:
+        others = f"others through sudo -n {elevated}" if sudo else f"others (a container's): {why}"
+        return {"ok": True, "how": f"{said}: own processes directly, {others}"}
+    if sudo:
+        return {"ok": True, "how": f"{said}: through sudo -n {elevated}"}
+    return {"ok": False, "how": f"{said} ({SCOPES.get(scope or '0', '?')}): {why} ({RUNBOOK})"}
 
 
 def tool_facts(venv: str | None) -> dict[str, Any]:
