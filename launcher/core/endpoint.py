@@ -28,12 +28,12 @@ API_KEY = "VLLM_API_KEY"  # a spec secret: the deployments' key is the endpoint'
 # The proxy refuses to start without a master key unless told that no key is meant: the
 # deployments behind it then take requests without a key as well.
 NO_KEY = {"LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"}
-# The router reaches no one but its deployments. LiteLLM (1.106.12) fetches from GitHub, unless
-# told to use the copy it ships: its price table at start; Anthropic's beta headers on a request;
-# the auto-router presets and its blog's posts when anyone asks /public/autorouter_presets or
-# /public/litellm_blog_posts (no key needed); the policy templates for its UI. LITELLM_MODE
-# other than DEV: it reads no `.env` file found above its own folder. HF_HUB_OFFLINE: no
-# tokenizer is downloaded from the Hugging Face Hub.
+# The router reaches no one but its deployments. LiteLLM (1.106.12) fetches from the internet
+# (GitHub, its own site), unless told to use the copy it ships: its price table at start;
+# Anthropic's beta headers on a request; the auto-router presets and its blog's posts when anyone
+# asks /public/autorouter_presets or /public/litellm_blog_posts (no key needed); the policy
+# templates for its UI. LITELLM_MODE other than DEV: it loads no `.env` file from the folders
+# above its install (the node user's home among them). HF_HUB_OFFLINE: no tokenizer downloaded.
 OFFLINE = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS": "True",
