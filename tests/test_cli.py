@@ -8,9 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from launcher.cli import main
-from launcher.cli.main import COMMANDS
+from launcher.cli.main import COMMANDS, Launcher
+from launcher.errors import ExitStatus, InputError, SparkLaunchError
 from tests.conftest import ROOT, base_spec, edit, write
 
 QWEN = str(ROOT / "configs" / "qwen3-next-2x-spark-v032.yaml")
@@ -79,6 +81,48 @@ def test_the_top_level_help_names_every_command(capsys: pytest.CaptureFixture[st
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run_cli(capsys, "plan")
     assert code == 2 and "Missing argument" in err
+
+
+def test_what_a_command_returns_or_raises_is_the_exit_status() -> None:
+    """The root group is the one place: a returned status, a SparkLaunchError's (its text on
+    stderr, prefixed), Ctrl-C as 130; the program and click's CliRunner see the same."""
+    group = Launcher("spark-launch", lazy_commands={})
+    outcomes: dict[str, BaseException | ExitStatus | None] = {
+        "returns": ExitStatus.NODES_DISAGREE,
+        "nothing": None,
+        "fails": SparkLaunchError("it broke", "try again"),
+        "refuses": InputError("no such file"),
+        "interrupted": KeyboardInterrupt(),
+    }
+    for name, outcome in outcomes.items():
+
+        def run(outcome: BaseException | ExitStatus | None = outcome) -> ExitStatus | None:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+
+        group.command(name)(run)
+    seen = {n: CliRunner().invoke(group, [n], catch_exceptions=False) for n in outcomes}
+    assert {n: r.exit_code for n, r in seen.items()} == {
+        "returns": 3,
+        "nothing": 0,
+        "fails": 1,
+        "refuses": 2,
+        "interrupted": 130,
+    }
+    assert seen["fails"].stderr == "spark-launch: it broke\n  hint: try again\n"
+    assert seen["interrupted"].stderr == "interrupted\n" and seen["returns"].stdout == ""
+
+
+def test_a_mistyped_command_is_told_the_nearest_of_the_lazily_loaded_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = run_cli(capsys, "valdate", "x.yaml")
+    assert code == 2 and err.endswith("Error: No such command 'valdate'. Did you mean 'validate'?\n")
+    code, _, err = run_cli(capsys)  # the group's help, as a usage error
+    assert (
+        code == 2 and err.startswith("Usage: spark-launch [OPTIONS] COMMAND [ARGS]...") and "Commands:" in err
+    )
 
 
 # All that planning one deployment offline may import of the launcher (`plan`, `validate`): each
