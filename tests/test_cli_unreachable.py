@@ -113,3 +113,17 @@ def test_diagnose_json_names_the_bundle_and_the_nodes_it_could_not_ask(
     doc = json.loads(out)
     assert code == 0 and doc["bundle"] == str(bundle) and bundle.stat().st_size == doc["bytes"]
     assert doc["nodes_failed"] == ["n1", "n2"] and "plan.json" in doc["files"]
+
+
+def test_connect_timeout_may_be_set_once_in_the_environment(
+    spec: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_LAUNCH_CONNECT_TIMEOUT", "0.3")
+    code, _, err = run_cli(capsys, "down", str(spec))
+    assert code == 4 and "(each within 0.3 s)" in err
+    code, _, err = run_cli(capsys, "down", str(spec), "--connect-timeout", "0.4")  # the option wins
+    assert code == 4 and "(each within 0.4 s)" in err
+    monkeypatch.setenv("SPARK_LAUNCH_CONNECT_TIMEOUT", "0")
+    code, _, err = run_cli(capsys, "down", str(spec))
+    assert code == 2
+    assert "Invalid value for '--connect-timeout' (env var: 'SPARK_LAUNCH_CONNECT_TIMEOUT'): 0.0" in err
