@@ -74,8 +74,9 @@ class LazyGroup(click.Group):
 
 
 class Launcher(LazyGroup):
-    """The root group: what a command returns or raises becomes the process's exit status here,
-    for the program and for tests driving it through click's CliRunner alike."""
+    """The root group, and the one place turning outcomes into exit statuses: what a command returns,
+    a SparkLaunchError's own (its text on stderr), Ctrl-C as 130; usage errors stay click's (2).
+    The program and tests driving it through click's CliRunner see the same."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
