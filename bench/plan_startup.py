@@ -53,7 +53,8 @@ def venv_with(folder: Path, *requirements: str, fresh: bool = False, rebuild: bo
         base = getattr(sys, "_base_executable", sys.executable)
         subprocess.run([base, "-m", "venv", str(folder)], check=True)
         pip_install(bin_dir, *requirements)
-    elif fresh:
+    elif fresh:  # what it needs now, then itself again (same version, new code)
+        pip_install(bin_dir, *requirements)
         pip_install(bin_dir, "--force-reinstall", "--no-deps", *requirements)
     return bin_dir
 
