@@ -11,10 +11,10 @@ The yardsticks:
 - the floor: the same interpreter importing only the libraries `plan` stands on
   (`import click, yaml, dataclasses, json`); the goal is `plan` <= 1.6 times it;
 - the nearest tool: `pipx --help`. pipx is a command line of the same kind as spark-launch (an
-  operator types one of a dozen subcommands at a terminal; it dispatches to plain command
-  functions, the model STYLE.md names for it), pure Python with a few light dependencies, and it
-  is installed by operators beside it. (`http --help` loads requests and its stack first, a
-  heavier tool than either: the comparison would flatter `plan`.)
+  operator types one of a dozen subcommands at a terminal; a thin main dispatches to plain
+  command functions), pure Python with a few light dependencies, and installed by operators
+  beside it. (`http --help` loads requests and its stack first, a heavier tool than either:
+  the comparison would flatter `plan`.)
 
 With `--against DIR` (another checkout, e.g. the last commit before a change), that code is
 installed into a third venv and its commands run in the same rounds: before and after, paired.
