@@ -18,8 +18,8 @@ for requirement in [*data["build-system"]["requires"], *data["project"]["depende
     print(requirement)
 PY
 )
-# The command-line layer's next dependency, locked ahead of its line in pyproject.toml.
-requirements+=("click>=8.2,<9")
+
+
 read -r -a targets <<<"${CI_TARGETS:-x86_64-3.11 x86_64-3.12 aarch64-3.12}"
 args=()
 for t in "${targets[@]}"; do args+=(--target "$t"); done

@@ -195,12 +195,9 @@ def test_no_two_modules_share_a_name() -> None:
 
 
 def test_only_the_command_line_imports_click() -> None:
-    offenders = [
-        module_name(p)
-        for p in ALL
-        if "click" in {n.split(".")[0] for n in imports_of(p)} and not within(module_name(p), "launcher.cli")
-    ]
-    assert offenders == []
+    importing = [p for p in ALL if "click" in {n.split(".")[0] for n in imports_of(p)}]
+    assert [module_name(p) for p in importing if not within(module_name(p), "launcher.cli")] == []
+    assert importing  # the rule still sees click where it is imported
 
 
 def test_only_node_ssh_imports_fabric_and_paramiko() -> None:

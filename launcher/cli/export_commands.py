@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.cli.commandline import group, option
+import click
+
 from launcher.cli.shared import DEPLOYMENT, SPEC, SSH_CONFIG, echo, planned_fleet
 from launcher.errors import ExitStatus
 
 
-@group()
+@click.group()
 def export() -> None:
     """Export the cluster for other tools (systemd, Kubernetes).
 
@@ -22,15 +23,19 @@ def export() -> None:
 
 @export.command("systemd")
 @SPEC
-@option("--install", is_flag=True, help="Write the unit and the secrets file, then enable the unit (root).")
-@option("--user", default=None, help="Run supervise as this user (needs SSH to the nodes) [default: you].")
-@option("--env-file", default=None, help="The secrets file [default: /etc/spark-launch/CLUSTER.env].")
-@option(
+@click.option(
+    "--install", is_flag=True, help="Write the unit and the secrets file, then enable the unit (root)."
+)
+@click.option(
+    "--user", default=None, help="Run supervise as this user (needs SSH to the nodes) [default: you]."
+)
+@click.option("--env-file", default=None, help="The secrets file [default: /etc/spark-launch/CLUSTER.env].")
+@click.option(
     "--unit-dir", default="/etc/systemd/system", show_default=True, help="Where --install writes the unit."
 )
 @SSH_CONFIG
-@option("--events", default=None, help="supervise --events for the unit.")
-@option("--drop-caches", is_flag=True, help="supervise --drop-caches for the unit.")
+@click.option("--events", default=None, help="supervise --events for the unit.")
+@click.option("--drop-caches", is_flag=True, help="supervise --drop-caches for the unit.")
 def systemd(
     spec: str,
     install: bool,
@@ -95,7 +100,15 @@ def systemd(
 
 @export.command("k8s")
 @SPEC
-@option("-o", "--output", "out_dir", default=None, metavar="DIR", help="Write one file per deployment here.")
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Write one file per deployment here.",
+)
 @DEPLOYMENT
 def k8s(spec: str, out_dir: str | None, deployment: str | None) -> ExitStatus:
     """Print (or write to DIR) SPEC's deployments as Kubernetes manifests (LeaderWorkerSet).
