@@ -13,6 +13,10 @@ sha256 of the files pip downloaded, each file named in a comment above its packa
 index serves differently later fails the install, it is never installed.
 
 Install from it with `pip install --require-hashes --no-deps --only-binary :all: -r OUT`.
+
+Ours rather than pip-tools' `pip-compile --generate-hashes`: that records the hash of every file
+the index lists for a version (every platform and Python: thousands of hashes, minutes per
+run), not those of the wheels the targets install, and it resolves for this machine only.
 """
 
 from __future__ import annotations
