@@ -8,7 +8,9 @@
   is there) for a spec whose model is not readable here; keyed by the head and the path.
   `plan` plans offline with them, and `check` compares every node's config.json to them.
 
-A file that cannot be read back whole counts as absent: the cache only saves work.
+A file that cannot be read back whole counts as absent: the cache only saves work. The
+folder is XDG's on every system (macOS included), as the runbooks name it, rather than
+platformdirs' folder per operating system.
 """
 
 from __future__ import annotations

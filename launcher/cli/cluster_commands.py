@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from launcher.cli.commandline import command, option
+import click
+
 from launcher.cli.fleet_output import down_said, print_dry_run, up_said
 from launcher.cli.progress import Printer
 from launcher.cli.reaching import reach_deployments
@@ -19,23 +20,27 @@ from launcher.cli.shared import (
 from launcher.errors import ExitStatus
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("--timeout", type=float, default=900, show_default=True, help="Seconds to wait for the API to serve.")
-@option("--no-wait", is_flag=True, help="Start every rank and return without waiting.")
-@option("--replace", is_flag=True, help="Restart a cluster that runs a different plan.")
-@option("--dry-run", is_flag=True, help="Print the exact remote commands; run nothing.")
-@option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
-@option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
-@option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
-@option(
+@click.option(
+    "--timeout", type=float, default=900, show_default=True, help="Seconds to wait for the API to serve."
+)
+@click.option("--no-wait", is_flag=True, help="Start every rank and return without waiting.")
+@click.option("--replace", is_flag=True, help="Restart a cluster that runs a different plan.")
+@click.option("--dry-run", is_flag=True, help="Print the exact remote commands; run nothing.")
+@click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
+@click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
+@click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@click.option(
     "--no-collective",
     is_flag=True,
     help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
 )
-@option("--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check.")
-@option(
+@click.option(
+    "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
+)
+@click.option(
     "--locked", is_flag=True, help="Refuse to start when a node differs from SPEC.lock (`spark-launch lock`)."
 )
 @DEPLOYMENT
@@ -117,12 +122,14 @@ def up(
     return up_said(result, chosen.fleet.multi or chosen.endpoint is not None, as_json)
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config).")
-@option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
-@option(
+@click.option(
+    "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
+)
+@click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@click.option(
     "--no-collective",
     is_flag=True,
     help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
@@ -199,10 +206,12 @@ def check(
     return ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL.")
+@click.option(
+    "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
+)
 @DEPLOYMENT
 @JSON
 def down(

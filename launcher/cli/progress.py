@@ -1,4 +1,9 @@
-"""The CLI's Reporter: progress lines, and on a terminal a live block of one line per node."""
+"""The CLI's Reporter: progress lines, and on a terminal a live block of one line per node.
+
+Ours rather than click.progressbar (one bar, not a line per node) or rich's live display (a
+dependency for one block of lines): every line goes through `printable`, since it carries
+what the nodes say.
+"""
 
 from __future__ import annotations
 

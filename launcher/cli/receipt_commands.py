@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from launcher.cli.commandline import argument, command
+import click
+
+from launcher.cli import candidates
 from launcher.cli.shared import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus
 
 
-@command()
+@click.command()
 @SPEC
 @JSON
 def runs(spec: str, as_json: bool) -> ExitStatus:
@@ -40,9 +42,9 @@ def runs(spec: str, as_json: bool) -> ExitStatus:
     return ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
-@argument("sides", nargs=-1, metavar="[RUN_A [RUN_B]]")
+@click.argument("sides", nargs=-1, metavar="[RUN_A [RUN_B]]", shell_complete=candidates.runs)
 @SSH_CONFIG
 @JSON
 def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: bool) -> ExitStatus:
@@ -85,7 +87,7 @@ def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: boo
     return ExitStatus.FAILURE if changes else ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
 def lock(spec: str, ssh_config: str | None) -> ExitStatus:

@@ -9,8 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
-from launcher.cli import commandline
-from launcher.cli.commandline import File, FloatRange, argument, current_context, option
+import click
+
+from launcher.cli import candidates
 from launcher.errors import SparkLaunchError, SpecError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
@@ -23,12 +24,14 @@ if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands tha
     from launcher.operations.fleet import Deployments
 
 F = TypeVar("F", bound=Callable[..., Any])
-SPEC = argument("spec", type=File(), metavar="SPEC.yaml")
-CONNECT_TIMEOUT = option(
+SPEC = click.argument("spec", type=click.Path(dir_okay=False), metavar="SPEC.yaml")
+CONNECT_TIMEOUT = click.option(
     "--connect-timeout",
-    type=FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=0, min_open=True),
     default=None,
     metavar="SECONDS",
+    envvar="SPARK_LAUNCH_CONNECT_TIMEOUT",  # a site's slow links: set once, as ssh_config's ConnectTimeout is
+    show_envvar=True,
     expose_value=False,
     callback=lambda ctx, _, value: ctx.meta.__setitem__("connect_timeout", value),
     help="Seconds each node may take to connect, greet, handshake and log in "
@@ -38,7 +41,7 @@ CONNECT_TIMEOUT = option(
 
 def ssh_options(help_text: str) -> Callable[[F], F]:
     """--ssh-config (with this help) and --connect-timeout, for every command that uses SSH."""
-    config = option("--ssh-config", type=File(), default=None, help=help_text)
+    config = click.option("--ssh-config", type=click.Path(dir_okay=False), default=None, help=help_text)
     return lambda f: config(CONNECT_TIMEOUT(f))
 
 
@@ -47,23 +50,24 @@ SSH_CONFIG = ssh_options("ssh_config file to use (default: the spec's ssh_config
 
 def connect_timeout() -> float | None:
     """The --connect-timeout of the running command, if given."""
-    value = current_context().meta.get("connect_timeout")
-    return value if isinstance(value, float) else None
+    value = click.get_current_context().meta.get("connect_timeout")
+    return float(value) if value is not None else None
 
 
-JSON = option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
-DEPLOYMENT = option(
+JSON = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON for scripts.")
+DEPLOYMENT = click.option(
     "--deployment",
     "deployment",
     default=None,
     metavar="NAME",
+    shell_complete=candidates.deployments,
     help="Only this deployment of the spec (default: every one, and the endpoint).",
 )
 
 
 def echo(text: str, err: bool = False, nl: bool = True) -> None:
     """Print text that may hold what nodes said: control characters escaped, lines kept."""
-    commandline.echo(printable(text), err=err, nl=nl)
+    click.echo(printable(text), err=err, nl=nl)
 
 
 def terminal(stream: TextIO | None = None) -> tuple[int | None, bool]:

@@ -8,7 +8,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from launcher.cli.commandline import group, option
+import click
+
+from launcher.cli import candidates
 from launcher.cli.progress import Printer
 from launcher.cli.shared import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus, printable
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from launcher.core.sync.transfer_plan import CopyProgress
 
 
-@group()
+@click.group()
 def sync() -> None:
     """Make what every node holds identical to one node's.
 
@@ -32,14 +34,20 @@ def sync() -> None:
 @sync.command()
 @SPEC
 @SSH_CONFIG
-@option("--from", "source", metavar="NODE", help="Copy from this node (default: the head, rank 0).")
-@option("--dry-run", is_flag=True, help="Say per node what would be copied and removed; copy nothing.")
-@option(
+@click.option(
+    "--from",
+    "source",
+    metavar="NODE",
+    shell_complete=candidates.nodes,
+    help="Copy from this node (default: the head, rank 0).",
+)
+@click.option("--dry-run", is_flag=True, help="Say per node what would be copied and removed; copy nothing.")
+@click.option(
     "--relay",
     is_flag=True,
     help="Pass the copy through this machine, for nodes that cannot SSH to each other (slower).",
 )
-@option("--bwlimit", type=float, metavar="MB/S", help="Limit each target's copy to this rate.")
+@click.option("--bwlimit", type=float, metavar="MB/S", help="Limit each target's copy to this rate.")
 @JSON
 def models(
     spec: str,
@@ -146,7 +154,7 @@ class TransferPrinter:
 @sync.command()
 @SPEC
 @SSH_CONFIG
-@option(
+@click.option(
     "--relay",
     is_flag=True,
     help="Pass the image through this machine, for nodes that cannot SSH to each other (slower).",

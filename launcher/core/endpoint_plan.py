@@ -6,7 +6,8 @@ from PyPI into a venv of its own on the node's Python; it routes /v1/completions
 lists them on GET /v1/models, answers with the served name as `model`, and gives OpenAI-style
 errors (400 for a model it does not know, 500 for one whose deployment is not up). vLLM's own
 router (`vllm-router`) balances replicas of one model and registers multi-model workers only at
-run time. The release is pinned exactly (ROUTER_PIN); scripts/router-venv.sh builds that venv.
+run time. The release is pinned exactly (ROUTER_PIN), with every package it needs, by hash
+(scripts/router-requirements.txt); scripts/router-venv.sh builds that venv.
 """
 
 from __future__ import annotations
@@ -27,8 +28,21 @@ API_KEY = "VLLM_API_KEY"  # a spec secret: the deployments' key is the endpoint'
 # The proxy refuses to start without a master key unless told that no key is meant: the
 # deployments behind it then take requests without a key as well.
 NO_KEY = {"LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"}
-# Its price table is fetched from the internet at start unless it is told to use its own copy.
-OFFLINE = {"LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+# The router reaches no one but its deployments. LiteLLM (1.106.12) fetches from the internet
+# (GitHub, its own site), unless told to use the copy it ships: its price table at start;
+# Anthropic's beta headers on a request; the auto-router presets and its blog's posts when anyone
+# asks /public/autorouter_presets or /public/litellm_blog_posts (no key needed); the policy
+# templates for its UI. LITELLM_MODE other than DEV: it loads no `.env` file from the folders
+# above its install (the node user's home among them). HF_HUB_OFFLINE: no tokenizer downloaded.
+OFFLINE = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS": "True",
+    "LITELLM_LOCAL_AUTOROUTER_PRESETS": "True",
+    "LITELLM_LOCAL_BLOG_POSTS": "True",
+    "LITELLM_LOCAL_POLICY_TEMPLATES": "True",
+    "LITELLM_MODE": "PRODUCTION",
+    "HF_HUB_OFFLINE": "1",
+}
 LIVE_PATH = "/health/liveliness"  # answers once the proxy serves; /health asks every backend
 
 

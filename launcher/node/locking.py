@@ -4,7 +4,8 @@ A lock names its owner: host, pid, the process's start time (with the boot it be
 the user, the command and its run id. It is stale only when its owner is provably gone:
 it was a process on this machine, and no process has that pid now, or the one that has
 it started at another time (the pid was reused). A lock whose owner cannot be seen from
-here (another machine) is never broken.
+here (another machine) is never broken. (filelock and its kind lock a file on this machine;
+this lock is a directory on the nodes, taken through the node agent.)
 """
 
 from __future__ import annotations

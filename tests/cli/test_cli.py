@@ -8,22 +8,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from launcher.cli import cli, main
+from launcher.cli.main import COMMANDS, Launcher
+from launcher.errors import ExitStatus, InputError, SparkLaunchError
 from tests.conftest import ROOT, base_spec, edit, write
+from tests.invoke import invoke
 
 QWEN = str(ROOT / "configs" / "qwen3-next-2x-spark-v032.yaml")
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """`spark-launch ARGS` through click's CliRunner: its exit status, stdout and stderr."""
+    done = invoke(args)
+    return done.exit_code, done.stdout, done.stderr
 
 
-def test_plan_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "plan", QWEN, "--json")
+def test_plan_json_shape() -> None:
+    code, out, _ = run_cli("plan", QWEN, "--json")
     assert code == 0
     doc = json.loads(out)
     assert {"cluster", "vllm_version", "nodes", "derived"} <= set(doc)
@@ -34,8 +36,8 @@ def test_plan_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert all({"setting", "value", "flag", "reason", "source"} <= set(d) for d in doc["derived"])
 
 
-def test_plan_text_shows_commands_and_reasons(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "plan", QWEN)
+def test_plan_text_shows_commands_and_reasons() -> None:
+    code, out, _ = run_cli("plan", QWEN)
     assert code == 0
     assert "== spark-2 (rank 1, headless) via ssh spark-2" in out
     assert "--mamba-cache-mode=align" in out
@@ -43,41 +45,81 @@ def test_plan_text_shows_commands_and_reasons(capsys: pytest.CaptureFixture[str]
     assert "HF_TOKEN=<secret from the launcher's environment>" in out
 
 
-def test_validate_ok_and_bad(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli(capsys, "validate", QWEN)[0] == 0
+def test_validate_ok_and_bad(tmp_path: Path) -> None:
+    assert run_cli("validate", QWEN)[0] == 0
     changes = {"serve.tensor_parallel_size": 5, "serve.nnodes": 2, "model.hybrid": True}
     bad = write(tmp_path, edit(base_spec(), **changes))
-    code, out, err = run_cli(capsys, "validate", str(bad))
+    code, out, err = run_cli("validate", str(bad))
     assert code == 2 and out == ""
     assert err.count(f"{bad}:") == 2
 
 
-def test_missing_spec_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "plan", "/nonexistent/cluster.yaml")
+def test_missing_spec_file_is_a_clear_error() -> None:
+    code, _, err = run_cli("plan", "/nonexistent/cluster.yaml")
     assert code == 2
     assert "cannot read spec /nonexistent/cluster.yaml" in err and "hint:" in err
 
 
-def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "schema")
+def test_schema_is_json() -> None:
+    code, out, _ = run_cli("schema")
     assert code == 0 and json.loads(out)["title"] == "spark-launch deployment spec"
 
 
-@pytest.mark.parametrize("command", sorted(cli.commands))
-def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str], command: str) -> None:
-    code, out, _ = run_cli(capsys, *command.split(), "--help")
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_help_with_an_example(command: str) -> None:
+    code, out, _ = run_cli(*command.split(), "--help")
     assert code == 0 and "Example" in out and f"spark-launch {command}" in out
 
 
-def test_the_top_level_help_names_every_command(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "--help")
+def test_the_top_level_help_names_every_command() -> None:
+    code, out, _ = run_cli("--help")
     assert code == 0
-    assert [c for c in cli.commands if f"spark-launch {c} " not in out] == []
+    assert [c for c in COMMANDS if f"spark-launch {c} " not in out] == []
 
 
-def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "plan")
+def test_usage_error_exits_2() -> None:
+    code, _, err = run_cli("plan")
     assert code == 2 and "Missing argument" in err
+
+
+def test_what_a_command_returns_or_raises_is_the_exit_status() -> None:
+    """The root group is the one place: a returned status, a SparkLaunchError's (its text on
+    stderr, prefixed), Ctrl-C as 130; the program and click's CliRunner see the same."""
+    group = Launcher("spark-launch", lazy_commands={})
+    outcomes: dict[str, BaseException | ExitStatus | None] = {
+        "returns": ExitStatus.NODES_DISAGREE,
+        "nothing": None,
+        "fails": SparkLaunchError("it broke", "try again"),
+        "refuses": InputError("no such file"),
+        "interrupted": KeyboardInterrupt(),
+    }
+    for name, outcome in outcomes.items():
+
+        def run(outcome: BaseException | ExitStatus | None = outcome) -> ExitStatus | None:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return outcome
+
+        group.command(name)(run)
+    seen = {n: CliRunner().invoke(group, [n], catch_exceptions=False) for n in outcomes}
+    assert {n: r.exit_code for n, r in seen.items()} == {
+        "returns": 3,
+        "nothing": 0,
+        "fails": 1,
+        "refuses": 2,
+        "interrupted": 130,
+    }
+    assert seen["fails"].stderr == "spark-launch: it broke\n  hint: try again\n"
+    assert seen["interrupted"].stderr == "interrupted\n" and seen["returns"].stdout == ""
+
+
+def test_a_mistyped_command_is_told_the_nearest_of_the_lazily_loaded_ones() -> None:
+    code, _, err = run_cli("valdate", "x.yaml")
+    assert code == 2 and err.endswith("Error: No such command 'valdate'. Did you mean 'validate'?\n")
+    code, _, err = run_cli()  # the group's help, as a usage error
+    assert (
+        code == 2 and err.startswith("Usage: spark-launch [OPTIONS] COMMAND [ARGS]...") and "Commands:" in err
+    )
 
 
 # All that planning one deployment offline may import of the launcher (`plan`, `validate`): each
@@ -90,9 +132,8 @@ PLAN_PATH = {
     "launcher.errors",
     "launcher.load",
     "launcher.cli",
-    "launcher.cli.commandline",
+    "launcher.cli.candidates",
     "launcher.cli.shared",
-    "launcher.cli.lazy",
     "launcher.cli.main",
     "launcher.cli.spec_commands",
     "launcher.core",

@@ -8,26 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from launcher.cli import main
 from tests.conftest import ROOT, base_spec, edit, write
+from tests.invoke import invoke
 
 DEMO = str(ROOT / "configs" / "demo.yaml")
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """`spark-launch ARGS` through click's CliRunner: its exit status, stdout and stderr."""
+    done = invoke(args)
+    return done.exit_code, done.stdout, done.stderr
 
 
-def test_validate_json_lists_every_problem_with_its_line_and_hint(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_validate_json_lists_every_problem_with_its_line_and_hint(tmp_path: Path) -> None:
     bad = write(tmp_path, edit(base_spec(), **{"model.hybrid": True, "serve.gpu_memory_utilization": 85}))
-    code, out, err = run_cli(capsys, "validate", str(bad), "--json")
+    code, out, err = run_cli("validate", str(bad), "--json")
     doc = json.loads(out)
     assert code == 2 and err == "" and doc["ok"] is False
     assert doc["problems"] == [
@@ -40,19 +35,19 @@ def test_validate_json_lists_every_problem_with_its_line_and_hint(
     ]
 
 
-def test_validate_json_of_a_good_spec(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "validate", DEMO, "--json")
+def test_validate_json_of_a_good_spec() -> None:
+    code, out, _ = run_cli("validate", DEMO, "--json")
     doc = json.loads(out)
     assert code == 0 and doc["ok"] is True and doc["nodes"] == 2 and doc["problems"] == []
 
 
-def test_validate_json_of_a_missing_file_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "validate", "/nonexistent.yaml", "--json")
+def test_validate_json_of_a_missing_file_is_exit_2() -> None:
+    code, out, _ = run_cli("validate", "/nonexistent.yaml", "--json")
     assert code == 2 and json.loads(out)["problems"][0]["message"].startswith("cannot read spec")
 
 
-def test_up_dry_run_json_is_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "up", DEMO, "--dry-run", "--json")
+def test_up_dry_run_json_is_json() -> None:
+    code, out, _ = run_cli("up", DEMO, "--dry-run", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["run"] is False and [n["name"] for n in doc["nodes"]] == ["node1", "node2"]
     head = doc["nodes"][0]
@@ -61,8 +56,8 @@ def test_up_dry_run_json_is_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert job["argv"] == head["argv"]
 
 
-def test_version_lists_the_supported_vllm_releases(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "--version")
+def test_version_lists_the_supported_vllm_releases() -> None:
+    code, out, _ = run_cli("--version")
     assert code == 0 and out == "spark-launch 0.1.0; vLLM releases supported: 0.32.0, 0.33.0\n"
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli import main
 from tests.conftest import base_spec, edit, write
+from tests.invoke import invoke
 from tests.ssh_servers import closed_port, listening, ssh_config
 
 
@@ -26,17 +26,14 @@ def spec(tmp_path: Path) -> Iterator[Path]:
         yield write(tmp_path, data)
 
 
-def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    out, err = capsys.readouterr()
-    return int(exited.value.code or 0), out, err
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """`spark-launch ARGS` through click's CliRunner: its exit status, stdout and stderr."""
+    done = invoke(args)
+    return done.exit_code, done.stdout, done.stderr
 
 
-def test_up_names_every_unreachable_node_and_starts_nothing(
-    spec: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = run_cli(capsys, "up", str(spec))
+def test_up_names_every_unreachable_node_and_starts_nothing(spec: Path) -> None:
+    code, _, err = run_cli("up", str(spec))
     assert code == 4
     assert (
         f"connecting to 2 node(s) through {spec.parent / 'ssh_config'} (each within its ConnectTimeout" in err
@@ -47,10 +44,8 @@ def test_up_names_every_unreachable_node_and_starts_nothing(
     assert "node n1: node n1" not in err and "No existing session" not in err
 
 
-def test_check_names_every_unreachable_node_in_its_table(
-    spec: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, _ = run_cli(capsys, "check", str(spec), "--json")
+def test_check_names_every_unreachable_node_in_its_table(spec: Path) -> None:
+    code, out, _ = run_cli("check", str(spec), "--json")
     assert code == 4
     ssh = json.loads(out)["rows"][0]
     assert ssh["area"] == "ssh" and not ssh["ok"]
@@ -62,54 +57,60 @@ def test_check_names_every_unreachable_node_in_its_table(
 
 
 @pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["verify"], ["down"], ["logs"]])
-def test_every_command_exits_4_on_an_unreachable_node(
-    spec: Path, capsys: pytest.CaptureFixture[str], command: list[str]
-) -> None:
-    code, _, err = run_cli(capsys, command[0], str(spec), *command[1:])
+def test_every_command_exits_4_on_an_unreachable_node(spec: Path, command: list[str]) -> None:
+    code, _, err = run_cli(command[0], str(spec), *command[1:])
     assert code == 4, err
     assert "n2: connection refused by tester@127.0.0.1:" in err and "hint: is sshd running there" in err
 
 
-def test_down_json_says_what_was_not_reached(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run_cli(capsys, "down", str(spec), "--json")
+def test_down_json_says_what_was_not_reached(spec: Path) -> None:
+    code, out, _ = run_cli("down", str(spec), "--json")
     doc = json.loads(out)
     assert code == 4 and doc["clean"] is False and sorted(doc["unreachable"]) == ["n1", "n2"]
 
 
-def test_connect_timeout_option_bounds_each_connection(
-    spec: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, _, err = run_cli(capsys, "up", str(spec), "--connect-timeout", "0.3")
+def test_connect_timeout_option_bounds_each_connection(spec: Path) -> None:
+    code, _, err = run_cli("up", str(spec), "--connect-timeout", "0.3")
     assert code == 4 and "within 0.3 s" in err and "(each within 0.3 s)" in err
 
 
-def test_verbose_says_how_each_node_is_reached(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "-v", "up", str(spec))
+def test_verbose_says_how_each_node_is_reached(spec: Path) -> None:
+    code, _, err = run_cli("-v", "up", str(spec))
     assert code == 4
     config = spec.parent / "ssh_config"
     assert "ssh: n2: tester@127.0.0.1:" in err and f"through {config}, timeout 1 s, known_hosts" in err
 
 
-def test_a_missing_ssh_config_file_is_exit_2_with_a_clear_message(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_missing_ssh_config_file_is_exit_2_with_a_clear_message(tmp_path: Path) -> None:
     data = edit(base_spec(), **{"model.hybrid": True, "ssh_config": str(tmp_path / "nope")})
-    code, _, err = run_cli(capsys, "check", str(write(tmp_path, data)))
+    code, _, err = run_cli("check", str(write(tmp_path, data)))
     assert code == 2
     assert f"spark-launch: ssh_config file {tmp_path / 'nope'} does not exist" in err
     assert "node (all)" not in err
 
 
-def test_sync_images_on_a_venv_spec_is_exit_2(spec: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(capsys, "sync", "images", str(spec))
+def test_sync_images_on_a_venv_spec_is_exit_2(spec: Path) -> None:
+    code, _, err = run_cli("sync", "images", str(spec))
     assert code == 2 and "sync images is for the docker runtime" in err
 
 
-def test_diagnose_json_names_the_bundle_and_the_nodes_it_could_not_ask(
-    spec: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_diagnose_json_names_the_bundle_and_the_nodes_it_could_not_ask(spec: Path, tmp_path: Path) -> None:
     bundle = tmp_path / "b.tar.gz"
-    code, out, _ = run_cli(capsys, "diagnose", str(spec), "-o", str(bundle), "--json")
+    code, out, _ = run_cli("diagnose", str(spec), "-o", str(bundle), "--json")
     doc = json.loads(out)
     assert code == 0 and doc["bundle"] == str(bundle) and bundle.stat().st_size == doc["bytes"]
     assert doc["nodes_failed"] == ["n1", "n2"] and "plan.json" in doc["files"]
+
+
+def test_connect_timeout_may_be_set_once_in_the_environment(
+    spec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_LAUNCH_CONNECT_TIMEOUT", "0.3")
+    code, _, err = run_cli("down", str(spec))
+    assert code == 4 and "(each within 0.3 s)" in err
+    code, _, err = run_cli("down", str(spec), "--connect-timeout", "0.4")  # the option wins
+    assert code == 4 and "(each within 0.4 s)" in err
+    monkeypatch.setenv("SPARK_LAUNCH_CONNECT_TIMEOUT", "0")
+    code, _, err = run_cli("down", str(spec))
+    assert code == 2
+    assert "Invalid value for '--connect-timeout' (env var: 'SPARK_LAUNCH_CONNECT_TIMEOUT'): 0.0" in err

@@ -341,6 +341,7 @@ def spec_data(case: Case, version: str, venv: Path, models: dict[str, Path]) -> 
             "serve": {"tensor_parallel_size": 2},
         }
     data = copy.deepcopy(data)
+    data.pop("export", None)  # how the file is handed to Kubernetes: not a deployment's spec
     data["vllm"] = {"version": version, "runtime": "venv", "venv": str(venv)}
     data["model"] = {**data["model"], "path": str(models[case.kind])}
     if case.served_name:

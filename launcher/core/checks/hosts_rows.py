@@ -23,9 +23,10 @@ from launcher.core.spec.sections import Spec
 REPORTED = "reported, not blocking: "
 PY_SPY_HINT = (
     "without py-spy a rank that dies or wedges leaves only its log, no Python stacks: install it on "
-    "every node (`VENV/bin/pip install py-spy`, or on PATH); it needs ptrace rights over the vLLM "
-    "processes: root, CAP_SYS_PTRACE (`setcap cap_sys_ptrace+ep $(which py-spy)`), passwordless "
-    "`sudo -n`, or kernel.yama.ptrace_scope=0"
+    "every node (`VENV/bin/pip install py-spy`, or on PATH); reading a process is reading all its "
+    "memory (keys, prompts), so py-spy reads this user's own processes under ptrace_scope 0, and "
+    "any other only through `sudo -n` with a sudoers line for a root-owned py-spy's `dump` alone "
+    "(deploy/upgrading-safely.md); never a file capability (setcap), which gives every user that right"
 )
 
 

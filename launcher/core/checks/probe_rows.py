@@ -46,7 +46,7 @@ AGREE = {
 def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
     """What each node's own vLLM derives from its own argv and env: equal, and as planned."""
     rows = []
-    planned = {d.setting: d.value for d in plan.derived}
+    planned = planned_values(plan)
     errors = {n: r["error"] for n, r in resolved.items() if "error" in r}
     if errors:
         return [
@@ -73,8 +73,15 @@ def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str,
         if key == "mamba_cache_mode" and not catalog.is_live("mamba_cache_mode"):
             pin = "--enable-prefix-caching (the mode follows it)"
         hint = f"the nodes' vLLM derive different {key} (or not the planned one): pin it with {pin}"
-        rows.append(same("probe", key, values, hint, expected=_planned(planned.get(key))))
+        rows.append(same("probe", key, values, hint, expected=planned.get(key)))
     return rows + hash_rows(resolved)
+
+
+def planned_values(plan: Plan) -> dict[str, Any]:
+    """What the plan holds each node's vLLM to, by the probe's key: every setting it decides for
+    certain (a conditional one, like 'align if hybrid', cannot be held to)."""
+    decided = {d.setting: d.value for d in plan.derived}
+    return {k: _planned(decided[k]) for k in AGREE if _planned(decided.get(k)) is not None}
 
 
 HASH_ITEM = "vllm config hash"

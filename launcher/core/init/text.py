@@ -2,6 +2,9 @@
 
 `init` builds a tree of Entries (a key, its value, the comments above it, one after it);
 `render` turns it into text that the project's own loader reads back to the same data.
+Ours rather than ruamel.yaml's round trip: that keeps the comments of a document it read,
+while this writes a new one whose every comment is decided here, in a fixed shape (a comment
+block above a key, one after its value) that a dozen lines render and the loader proves.
 A value that could not be decided is written as CHOOSE, which no spec check accepts, with
 a `# CHOOSE:` comment above it saying what to pick from.
 """

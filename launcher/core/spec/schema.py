@@ -2,8 +2,11 @@
 
 One small mechanism serves both the spec loader and `spark-launch schema`: the spec's
 dataclasses are the single source of truth. It reports every problem at once, each with
-its key path, and suggests the nearest known key for a misspelt one. (pydantic would do
-this too, but costs more start-up time than the whole `plan` command is allowed.)
+its key path, and suggests the nearest known key for a misspelt one. Ours rather than
+pydantic's or jsonschema's: the spec's problems are reported with the file and line of each
+key (yamlsource keeps them), every one at once, in the launcher's words with a hint, on any
+hostile input (tests/core/spec/test_spec_boundary.py), and the same dataclasses give the editor's
+JSON Schema; a validation library would be a second description of the spec beside them.
 """
 
 from __future__ import annotations

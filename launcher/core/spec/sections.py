@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from launcher.core.spec.container import ContainerSection
+from launcher.core.spec.k8s_section import ExportSection
 from launcher.core.spec.schema import EnvValue, JsonValue, doc, json_schema
 
 ModelKind = Literal["decoder", "hybrid", "attention-free", "pooling", "encoder-decoder"]
@@ -143,6 +144,9 @@ class SpecFile:
         "names of variables passed from the launcher's environment, never shown", default=()
     )
     ssh_config: str | None = doc("ssh_config file to use instead of ~/.ssh/config", default=None)
+    export: ExportSection | None = doc(
+        "how other tools run the deployments (export.k8s: `spark-launch export k8s`)", default=None
+    )
 
 
 def spec_schema() -> dict[str, Any]:

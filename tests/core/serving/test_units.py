@@ -10,10 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
 from launcher.core.serving.systemd_unit import Unit, env_file_text, render_unit, systemd_word
 from tests.conftest import ROOT
-from tests.invoke import Invoked, invoke
+from tests.invoke import invoke
 
 QWEN = ROOT / "configs" / "qwen3-next-2x-spark.yaml"
 SECRET = "hf_planted_secret_value_0123456789"
@@ -25,7 +26,7 @@ def export(*args: str) -> str:
     return done.output
 
 
-def install_unit(unit_dir: Path, env_file: Path) -> Invoked:
+def install_unit(unit_dir: Path, env_file: Path) -> Result:
     """`export systemd --install` of the qwen example, with no systemctl to enable it with."""
     return invoke(
         [
