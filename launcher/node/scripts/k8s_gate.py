@@ -2,12 +2,12 @@
 
 Runs as the init container of every pod `spark-launch export k8s` writes, in the pod's image,
 with the pod's environment and volumes, under vLLM's own Python (standard library and vLLM
-only), from the node unit the pod's ConfigMap carries, as the probe runs on a node. It resolves the pod's `vllm serve` argv exactly as
-`spark-launch check` does on a node (the probe's `resolve`: config.json only, no weights, no
-device memory) and holds the answer to the plan's values, which travel beside it in the
-pod's ConfigMap. On any difference it writes the differing settings to the termination
-message (`kubectl describe pod` shows it) and exits 1: vLLM never starts with settings the
-other ranks would not derive.
+only), from the node unit the pod's ConfigMap carries, as the probe runs on a node. It
+resolves the pod's `vllm serve` argv exactly as `spark-launch check` does on a node (the
+probe's `resolve`: config.json only, no weights, no device memory) and holds the answer to the
+plan's values, which travel beside it in the pod's ConfigMap. On any difference it writes the
+differing settings to the termination message (`kubectl describe pod` shows it) and exits 1:
+vLLM never starts with settings the other ranks would not derive.
 
     python UNIT.pyz k8s_gate EXPECTED.json -- SERVE_ARGV...
 """
