@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from launcher.core.answers.read import flat_name, is_run_id
 from launcher.core.plan import build_plan
 from launcher.core.vllm.models import kind_facts
 from launcher.load import catalog_for
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Cluster, new_run_id
 from launcher.operations.evidence import capture
-from launcher.operations.receipt_store import add_evidence, runs_dir
+from launcher.operations.receipt_store import OutsideState, add_evidence, runs_dir
 from tests.conftest import base_spec, spec_of
 from tests.fakes.executor import ScriptedExecutor
 
@@ -110,3 +111,35 @@ def test_evidence_goes_only_into_a_receipt_of_the_launchers_own_format(
     assert add_evidence(cluster, run_id.replace("/ABSOLUTE", str(tmp_path)), {"why": "x"}) is False
     assert json.loads(outside.read_text()) == {"format": 1, "secret": "read me"}  # not rewritten
     assert every_file(state_home) == []
+
+
+def test_the_launchers_run_ids_are_of_the_format_it_checks_nodes_against() -> None:
+    assert is_run_id(new_run_id()) and not is_run_id(f"{new_run_id()}/..") and not is_run_id("unknown")
+
+
+@pytest.mark.parametrize(
+    ("name", "flat"),
+    [
+        ("n1-stacks.txt", "n1-stacks.txt"),
+        ("../x", "_x"),
+        ("..", "_"),
+        ("a/b", "a_b"),
+        ("\ud800", "_"),
+        ("", "_"),
+    ],
+)
+def test_a_name_from_a_node_becomes_one_plain_part(name: str, flat: str) -> None:
+    assert flat_name(name) == flat
+
+
+def test_a_link_in_the_state_folder_leading_out_is_refused_never_followed(
+    tmp_path: Path, state_home: Path
+) -> None:
+    cluster = forged(answer())
+    runs_dir(cluster.spec.name).mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (runs_dir(cluster.spec.name) / RUN).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OutsideState) as caught:
+        capture(cluster, "wedged", {}, RUN)
+    assert "it is not inside" in caught.value.message
+    assert list((tmp_path / "elsewhere").iterdir()) == []
