@@ -16,7 +16,7 @@ from launcher.core.spec.sections import Spec
 from launcher.core.spec.spec_checks import NO_NODES, release_problem
 from launcher.core.spec.versions import parse
 from launcher.core.vllm.argv import BadValue, check_value, option_args
-from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.catalog import CODE_OR_FILES, Catalog
 from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
 
@@ -111,6 +111,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
             problems.append(Problem(("serve", key), str(exc), exc.hint))
         if option.deprecated:
             notes.append(f"serve.{key}: {option.deprecated}")
+    problems += unasked_code_or_files(spec, catalog, args)
     if problems:
         raise PlanProblems(problems)
     notes += _container_notes(spec)
@@ -123,6 +124,30 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
         (*model_rows(facts, inputs.runner_type, catalog, runner_set(spec)), *topology_rows(spec), *derived),
         tuple(notes),
     )
+
+
+def unasked_code_or_files(spec: Spec, catalog: Catalog, args: list[str]) -> list[Problem]:
+    """An option that loads code or opens files (CODE_OR_FILES) in the rendered argv though the
+    spec does not set it: never rendered. Only a catalog mapping a rule's setting to such a flag,
+    or a rule rendering one, could do it; the plan refuses rather than run it on every node."""
+    flags = {
+        flag: key
+        for key in CODE_OR_FILES
+        if (option := catalog.get(key)) is not None
+        for flag in (*option.flags, *option.negative)
+    }
+    unasked = {flags[w.split("=", 1)[0]] for w in args if w.split("=", 1)[0] in flags}
+    return [
+        Problem(
+            ("serve", key),
+            f"would be on every node's command line ({catalog.options[key].flag}) though the spec "
+            "does not set it: it loads code or opens files there",
+            f"the flag catalog {catalog.source or 'of vLLM ' + catalog.version} maps a setting to it; "
+            "set the key in serve: yourself if you mean it",
+        )
+        for key in sorted(unasked)
+        if key not in spec.serve
+    ]
 
 
 def _plannable(spec: Spec) -> None:
