@@ -22,8 +22,6 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
-from launcher.core.answers.catalog_answer import catalog_document
-from launcher.core.answers.read import BadAnswer
 from launcher.core.vllm.catalog import Catalog, catalog_from_dict
 from launcher.core.vllm.models import ModelFiles
 
@@ -68,6 +66,9 @@ def save_catalog(version: str, build: str, data: dict[str, Any], learned: dict[s
 def learned_catalog(version: str, build: str | None = None) -> tuple[Catalog, dict[str, Any]] | None:
     """A catalog learned earlier for `version` (and that build; without one, the newest learned),
     with how it was learned; None when there is none."""
+    from launcher.core.answers.catalog_answer import catalog_document  # a build without a committed catalog
+    from launcher.core.answers.read import BadAnswer
+
     folder = root() / "catalogs"
     if build is not None:
         paths = [catalog_file(version, build)]
