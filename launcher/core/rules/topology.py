@@ -101,8 +101,9 @@ def parallel(inputs: Inputs) -> Decision:
     return pinned(inputs, "tensor_parallel_size", tp)
 
 
-# What vLLM's API takes without VLLM_API_KEY's check: the key guards the routes under /v1 only
-# (vllm/entrypoints/openai/api_server.py, the authentication middleware's path prefix).
+# What vLLM's API takes without VLLM_API_KEY's check: the key guards only the paths under /v1,
+# /v2, /inference and /cohere (vllm/entrypoints/serve/middleware/authenticate.py, GUARDED_PREFIX,
+# 0.32 and 0.33).
 UNGUARDED = "/invocations, /tokenize, /detokenize, /pause, /resume, /abort_requests, /metrics"
 API_KEY = "VLLM_API_KEY"
 
