@@ -16,25 +16,33 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
+import secrets
 import statistics
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
+
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bed import ROOT, SESSION_LOCK, cli
 
-SPEC = ROOT / "configs" / "demo-multi.yaml"
+DEMO = ROOT / "configs" / "demo-multi.yaml"
 ENDPOINT = "http://10.99.0.1:9000/v1"
+KEY = "sk-bench-" + secrets.token_hex(16)  # the endpoint's client key for this run
+ENV = {**os.environ, "SPARK_ENDPOINT_KEY": KEY}
 OWN = {"tiny-qwen3-next": "http://10.99.0.1:8000/v1", "tiny-llama": "http://10.99.0.2:8001/v1"}
 
 
 def one_token(base: str, model: str) -> float:
     """Seconds for one completed token (the same prompt every time)."""
     body = json.dumps({"model": model, "prompt": "w5 w6 w7", "max_tokens": 1}).encode()
-    request = urllib.request.Request(f"{base}/completions", body, {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"}
+    request = urllib.request.Request(f"{base}/completions", body, headers)
     began = time.perf_counter()
     with urllib.request.urlopen(request, timeout=60) as response:
         answer = json.loads(response.read())
@@ -58,11 +66,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--keep", action="store_true", help="leave the deployments running")
     args = parser.parse_args()
+    data = {**yaml.safe_load(DEMO.read_text()), "api": {"listen": "fabric"}}
+    spec = Path(tempfile.mkdtemp()) / "demo-multi.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
     with SESSION_LOCK.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        cli("down", SPEC, "--grace", "5")
+        cli("down", spec, "--grace", "5", env=ENV)
         began = time.perf_counter()
-        done = cli("up", SPEC, "--json")
+        done = cli("up", spec, "--json", env=ENV)
         serve = time.perf_counter() - began
         if done.returncode != 0:
             sys.exit(f"up failed:\n{done.stderr}")
@@ -77,7 +88,7 @@ def main() -> None:
                 f"direct, added {(through - direct) * 1000:.1f} ms ({args.requests} each, alternating)"
             )
         if not args.keep:
-            cli("down", SPEC, "--grace", "5")
+            cli("down", spec, "--grace", "5", env=ENV)
 
 
 if __name__ == "__main__":

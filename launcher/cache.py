@@ -1,9 +1,10 @@
 """The operator's cache ($XDG_CACHE_HOME/spark-launch): what was learned from the nodes.
 
 - `catalogs/`: the flag catalog (flags, model traits) of a vLLM build without a committed
-  one, generated on the head by its own vLLM; keyed by the build's version and the
+  one, generated on the nodes by their own vLLM; keyed by the build's version and the
   fingerprint of its files (a venv) or its image id (docker), so a rebuilt install under
-  the same version is learned again.
+  the same version is learned again. What the nodes said: read strictly again when it is
+  read back (`core.answers.catalog_answer`), a catalog that does not pass counting as absent.
 - `models/`: the model's small files read from the head (config.json, whether modules.json
   is there) for a spec whose model is not readable here; keyed by the head and the path.
   `plan` plans offline with them, and `check` compares every node's config.json to them.
@@ -67,6 +68,9 @@ def save_catalog(version: str, build: str, data: dict[str, Any], learned: dict[s
 def learned_catalog(version: str, build: str | None = None) -> tuple[Catalog, dict[str, Any]] | None:
     """A catalog learned earlier for `version` (and that build; without one, the newest learned),
     with how it was learned; None when there is none."""
+    from launcher.core.answers.catalog_answer import catalog_document  # a build without a committed catalog
+    from launcher.core.answers.read import BadAnswer
+
     folder = root() / "catalogs"
     if build is not None:
         paths = [catalog_file(version, build)]
@@ -76,8 +80,8 @@ def learned_catalog(version: str, build: str | None = None) -> tuple[Catalog, di
         found = _read(path)
         try:
             learned = dict(found["learned"])
-            return catalog_from_dict(found["catalog"], _whence(learned)), learned
-        except (TypeError, KeyError, ValueError, AttributeError):
+            return catalog_from_dict(catalog_document(found["catalog"]), _whence(learned)), learned
+        except (TypeError, KeyError, ValueError, AttributeError, BadAnswer):
             continue
     return None
 
@@ -90,7 +94,9 @@ def _mtime(path: Path) -> float:
 
 
 def _whence(learned: dict[str, Any]) -> str:
-    return f"learned from {learned.get('node', '?')}'s own vLLM {learned.get('version', '?')}"
+    nodes = learned.get("nodes")
+    names = ", ".join(map(str, nodes)) if isinstance(nodes, list) and nodes else learned.get("node", "?")
+    return f"learned from {names}'s own vLLM {learned.get('version', '?')}"
 
 
 def model_file(head: str, path: str) -> Path:

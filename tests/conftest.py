@@ -142,6 +142,8 @@ def local_cluster(data: dict[str, Any], home: Path, executor: LocalExecutor | No
     killed, and fails that test.
     """
     home.mkdir(exist_ok=True)
+    # Its nodes' addresses are made up: its API is on this machine's loopback, where the fake listens.
+    data = {"api": {"listen": "loopback"}, **data}
     spec = spec_of({**data, "name": f"{data['name']}-{os.getpid()}-{len(LOCAL_CLUSTERS)}"})
     plan = build_plan(spec, kind_facts("hybrid", "test"), catalog_for(spec))
     LOCAL_CLUSTERS.append((spec.name, home / ".spark-launch"))

@@ -102,7 +102,10 @@ def up(
     with open_deployments(spec, ssh_config, deployment) as chosen:
         for cluster in chosen.clusters.values():
             cluster.require_all("nothing was started")
-        values = secret_values(chosen.fleet.deployments[0].spec.secrets)
+        values = secret_values(chosen.fleet.secrets())
+        printer = Printer()
+        for warning in chosen.fleet.warnings():
+            printer.info(f"warning: {warning}")
         result = up_fleet(
             chosen,
             values,
@@ -117,7 +120,7 @@ def up(
                 drop_caches=drop_caches,
                 locked=lock,
             ),
-            Printer(),
+            printer,
         )
     return up_said(result, chosen.fleet.multi or chosen.endpoint is not None, as_json)
 

@@ -72,7 +72,8 @@ def systemd(
     from launcher.core.serving.systemd_unit import render_unit
 
     fleet = planned_fleet(spec, ssh_config)  # it must plan, as supervise will
-    planned = replace(fleet.deployments[0].spec, name=fleet.name)  # the unit supervises every deployment
+    # the unit supervises every deployment, and the endpoint (its key too)
+    planned = replace(fleet.deployments[0].spec, name=fleet.name, secrets=fleet.secrets())
     extra = [
         *(["--ssh-config", str(Path(ssh_config).resolve())] if ssh_config else []),
         *(["--events", str(Path(events).expanduser().resolve())] if events else []),

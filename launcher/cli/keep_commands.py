@@ -135,7 +135,7 @@ def supervise(
 
     # No connecting first: a node that is down now is what supervise waits out, not a reason to stop.
     with open_deployments(spec, ssh_config, deployment, reach=False) as chosen:
-        values = secret_values(chosen.fleet.deployments[0].spec.secrets)
+        values = secret_values(chosen.fleet.secrets())
         name = chosen.fleet.name if chosen.fleet.multi else next(iter(chosen.clusters.values())).spec.name
         path = Path(events or f"~/.spark-launch/{name}/supervise.jsonl").expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)

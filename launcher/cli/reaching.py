@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from launcher.cli.shared import api_key_for, echo, reach_nodes, ssh_config_for, ssh_executor
+from launcher.cli.shared import api_key_for, echo, endpoint_key, reach_nodes, ssh_config_for, ssh_executor
 from launcher.errors import SparkLaunchError, SpecError
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
@@ -64,7 +64,7 @@ def _planned(
         nodes[fleet.endpoint.node.name] = fleet.endpoint.node.ssh
     executor, api_key = ssh_executor(nodes, config), api_key_for(first.secrets)
     clusters = {d.name: Cluster(d.spec, d.plan, executor, api_key) for d in picked}
-    endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
+    endpoint = Endpoint(fleet.endpoint, executor, endpoint_key(fleet.endpoint)) if fleet.endpoint else None
     return Deployments(fleet, clusters, endpoint, deployment is None), config
 
 

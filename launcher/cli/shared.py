@@ -15,6 +15,7 @@ from launcher.cli import candidates
 from launcher.errors import SparkLaunchError, SpecError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
+    from launcher.core.endpoint_plan import EndpointPlan
     from launcher.core.fleet_plan import Fleet
     from launcher.core.spec.yamlsource import Document
     from launcher.core.terminal import Screen
@@ -158,7 +159,8 @@ def open_deployments(
         }
         for cluster in clusters.values():
             cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
-        endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
+        front = fleet.endpoint
+        endpoint = Endpoint(front, executor, endpoint_key(front)) if front else None
         yield Deployments(fleet, clusters, endpoint, deployment is None)
     finally:
         executor.close()
@@ -199,6 +201,11 @@ def ssh_executor(nodes: dict[str, str], config: str | None) -> SshExecutor:
     from launcher.node.ssh import SshExecutor
 
     return SshExecutor(nodes, config, connect_timeout())
+
+
+def endpoint_key(endpoint: EndpointPlan) -> str | None:
+    """The endpoint's client key, from this environment (None: the endpoint takes no key)."""
+    return os.environ.get(endpoint.key) if endpoint.key else None
 
 
 def api_key_for(secrets: Sequence[str]) -> str | None:

@@ -110,15 +110,19 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
         {"nodes": len(d.plan.nodes), "vllm_version": d.plan.vllm_version, "plan": d.plan.digest}
         for d in fleet.deployments
     ]
+    warnings = fleet.warnings()
     if as_json:
         named = [{"deployment": d.name, **one} for d, one in zip(fleet.deployments, summaries, strict=True)]
         each = {"deployments": named} if fleet.multi else summaries[0]
-        echo(json.dumps({"file": spec, "ok": True, **each, "problems": []}, indent=2))
+        said = {"problems": [], "warnings": warnings}
+        echo(json.dumps({"file": spec, "ok": True, **each, **said}, indent=2))
         return ExitStatus.OK
     for d, one in zip(fleet.deployments, summaries, strict=True):
         name = f" deployment {d.name}" if fleet.multi else ""
         text = f"{one['nodes']} node(s), vLLM {one['vllm_version']}, plan {one['plan']}"
         echo(f"{one_line(spec)}:{name} ok ({text})")
+    for warning in warnings:
+        echo(f"{one_line(spec)}: warning: {warning}", err=True)
     return ExitStatus.OK
 
 

@@ -17,16 +17,15 @@ from dataclasses import dataclass
 from hashlib import sha256
 
 from launcher.core.plan import Plan
-from launcher.core.spec.deployments import ENDPOINT, served_name
+from launcher.core.spec.deployments import API_KEY, ENDPOINT, served_name
 from launcher.core.spec.sections import EndpointSection, Node, Spec
 
 ROUTER = "litellm"
 ROUTER_VERSION = "1.106.12"
 ROUTER_PIN = f"litellm[proxy]=={ROUTER_VERSION}"
 CONFIG_FILE = "router.yaml"  # in the endpoint's run directory, where the router runs
-API_KEY = "VLLM_API_KEY"  # a spec secret: the deployments' key is the endpoint's too
-# The proxy refuses to start without a master key unless told that no key is meant: the
-# deployments behind it then take requests without a key as well.
+# The proxy refuses to start without a master key unless told that no key is meant: only ever
+# set for a spec that says so itself (endpoint.auth: none), and said by validate, plan and up.
 NO_KEY = {"LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY": "true"}
 # The router reaches no one but its deployments. LiteLLM (1.106.12) fetches from the internet
 # (GitHub, its own site), unless told to use the copy it ships: its price table at start;
@@ -67,6 +66,8 @@ class EndpointPlan:
     env: dict[str, str]
     secrets: tuple[str, ...]
     config: str
+    key: str | None = None  # the secret clients send (the router's master key); None: auth none
+    warnings: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
@@ -81,10 +82,12 @@ class EndpointPlan:
 
 
 def route(name: str, spec: Spec, plan: Plan) -> Route:
-    """Where deployment `name` serves: its rank 0's address (or the host it binds) and API port."""
-    host = spec.serve.get("host")
-    address = str(host) if host not in (None, "", "0.0.0.0", "::") else spec.nodes[0].address
-    return Route(name, served_name(spec), f"http://{address}:{plan.api_port}/v1")
+    """Where deployment `name` serves, as the endpoint on the file's head reaches it: the address
+    its API binds (loopback on the endpoint's own node), its rank 0's address for every interface."""
+    host = plan.api_listen
+    address = spec.nodes[0].address if host in ("0.0.0.0", "::") else host
+    shown = f"[{address}]" if ":" in address else address
+    return Route(name, served_name(spec), f"http://{shown}:{plan.api_port}/v1")
 
 
 def endpoint_plan(
@@ -95,8 +98,11 @@ def endpoint_plan(
     spec_env: dict[str, str],
     secrets: tuple[str, ...],
 ) -> EndpointPlan:
-    """The router's command, environment (the spec's, and the router's own) and config."""
-    keyed = API_KEY in secrets
+    """The router's command, environment (the spec's, and the router's own) and config: the
+    clients' key is the endpoint's own secret (endpoint.key); the deployments' key
+    (VLLM_API_KEY, when a secret) is what the router sends them."""
+    backend_keyed = API_KEY in secrets
+    key = section.key if section.auth == "key" else None
     argv = (
         f"{section.venv}/bin/{ROUTER}",
         "--config",
@@ -106,7 +112,9 @@ def endpoint_plan(
         "--port",
         str(section.port),
     )
-    env = dict(sorted({**spec_env, **OFFLINE, **({} if keyed else NO_KEY)}.items()))
+    env = dict(sorted({**spec_env, **OFFLINE, **({} if key else NO_KEY)}.items()))
+    names = ((API_KEY,) if backend_keyed else ()) + ((key,) if key else ())
+    warnings = () if key else (_open_warning(head, section.port),)
     return EndpointPlan(
         f"{cluster}/{ENDPOINT}",
         head,
@@ -114,24 +122,35 @@ def endpoint_plan(
         routes,
         argv,
         env,
-        (API_KEY,) if keyed else (),
-        router_config(routes, keyed),
+        names,
+        router_config(routes, key, backend_keyed),
+        key,
+        warnings,
     )
 
 
-def router_config(routes: tuple[Route, ...], keyed: bool) -> str:
-    """LiteLLM's config: one model per deployment, no retries (a deployment that is down says so)."""
-    key = {"api_key": f"os.environ/{API_KEY}"} if keyed else {}
+def _open_warning(head: Node, port: int) -> str:
+    return (
+        f"the endpoint on {head.address}:{port} takes every request without a key (endpoint.auth: "
+        "none): whoever reaches that address uses every model, and the router's admin routes; name "
+        "a secret as endpoint.key to require one"
+    )
+
+
+def router_config(routes: tuple[Route, ...], key: str | None, backend_keyed: bool) -> str:
+    """LiteLLM's config: one model per deployment, no retries (a deployment that is down says so);
+    the clients' key (`key`, a variable's name) as its master key; the deployments' key for them."""
+    backend = {"api_key": f"os.environ/{API_KEY}"} if backend_keyed else {}
     models = [
         {
             "model_name": r.model,
-            "litellm_params": {"model": f"hosted_vllm/{r.model}", "api_base": r.url, **key},
+            "litellm_params": {"model": f"hosted_vllm/{r.model}", "api_base": r.url, **backend},
         }
         for r in routes
     ]
     config = {
         "model_list": models,
         "litellm_settings": {"num_retries": 0, "request_timeout": 600, "telemetry": False},
-        "general_settings": {"master_key": f"os.environ/{API_KEY}"} if keyed else {},
+        "general_settings": {"master_key": f"os.environ/{key}"} if key else {},
     }
     return json.dumps(config, indent=2) + "\n"  # JSON is YAML: the proxy reads it as its YAML config

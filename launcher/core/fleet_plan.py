@@ -38,6 +38,23 @@ class Fleet:
     deployments: tuple[Deployed, ...]
     endpoint: EndpointPlan | None
 
+    def secrets(self) -> tuple[str, ...]:
+        """The names of every secret some process of the file gets: the deployments' (all the
+        same), then the endpoint's (its client key is its alone)."""
+        names = [s for d in self.deployments for s in d.spec.secrets]
+        names += list(self.endpoint.secrets if self.endpoint else ())
+        return tuple(dict.fromkeys(names))
+
+    def warnings(self) -> list[str]:
+        """What an operator must hear about the whole file (validate, plan and up say them): each
+        deployment's, named when there are several, then the endpoint's."""
+        said = [
+            f"deployment {d.name}: {w}" if self.multi else w
+            for d in self.deployments
+            for w in d.plan.warnings
+        ]
+        return said + list(self.endpoint.warnings if self.endpoint else ())
+
     def select(self, name: str | None) -> tuple[Deployed, ...]:
         """Every deployment, or the one named (a SparkLaunchError naming the others)."""
         if name is None:

@@ -16,7 +16,7 @@ from launcher.core.spec.sections import Spec
 from launcher.core.spec.spec_checks import NO_NODES, release_problem
 from launcher.core.spec.versions import parse
 from launcher.core.vllm.argv import BadValue, check_value, option_args
-from launcher.core.vllm.catalog import Catalog
+from launcher.core.vllm.catalog import CODE_OR_FILES, Catalog
 from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
 
@@ -30,7 +30,12 @@ LAUNCHER_ONLY = (
     "data_parallel_rank",
     "data_parallel_address",
 )
-SPEC_OWNED = {"model": "model.path", "model_tag": "model.path", "served_model_name": "model.served_name"}
+SPEC_OWNED = {
+    "model": "model.path",
+    "model_tag": "model.path",
+    "served_model_name": "model.served_name",
+    "host": "api.listen",
+}
 # Options whose value is a secret: on the command line it would show in `ps` and logs.
 SECRET_OPTIONS = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
@@ -58,6 +63,7 @@ class Plan:
     nodes: tuple[NodeCommand, ...]
     derived: tuple[Derived, ...]
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()  # what an operator must hear (validate, plan and up say them)
 
     def value(self, setting: str) -> Any:
         """The decided value of a derived setting (KeyError when the plan has none)."""
@@ -70,6 +76,17 @@ class Plan:
     def api_port(self) -> int:
         """The head's API port, as pinned."""
         return int(self.value("port"))
+
+    @property
+    def api_listen(self) -> str:
+        """The address the head's API binds (vLLM's --host), as pinned."""
+        return str(self.value("host"))
+
+    @property
+    def api_host(self) -> str:
+        """Where the head's API is reached from the head itself: its --host, loopback for every interface."""
+        host = self.api_listen
+        return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
 
     @property
     def master_port(self) -> int | None:
@@ -98,7 +115,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     refused = _check_serve_values(spec, catalog, problems)
     # A rule reading a refused value is skipped: each value is reported once, where refused.
     inputs = Inputs(spec, catalog, facts, parse(spec.vllm.version), refused=frozenset(refused))
-    derived, args, owned, notes = _apply_rules(inputs, problems)
+    derived, args, owned, notes, warnings = _apply_rules(inputs, problems)
     notes[:0] = facts.notes
     args += _served_name(spec, catalog)
     for key, value in spec.serve.items():
@@ -111,6 +128,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
             problems.append(Problem(("serve", key), str(exc), exc.hint))
         if option.deprecated:
             notes.append(f"serve.{key}: {option.deprecated}")
+    problems += unasked_code_or_files(spec, catalog, args)
     if problems:
         raise PlanProblems(problems)
     notes += _container_notes(spec)
@@ -122,7 +140,32 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
         render_nodes(spec, args),
         (*model_rows(facts, inputs.runner_type, catalog, runner_set(spec)), *topology_rows(spec), *derived),
         tuple(notes),
+        tuple(warnings),
     )
+
+
+def unasked_code_or_files(spec: Spec, catalog: Catalog, args: list[str]) -> list[Problem]:
+    """An option that loads code or opens files (CODE_OR_FILES) in the rendered argv though the
+    spec does not set it: never rendered. Only a catalog mapping a rule's setting to such a flag,
+    or a rule rendering one, could do it; the plan refuses rather than run it on every node."""
+    flags = {
+        flag: key
+        for key in CODE_OR_FILES
+        if (option := catalog.get(key)) is not None
+        for flag in (*option.flags, *option.negative)
+    }
+    unasked = {flags[w.split("=", 1)[0]] for w in args if w.split("=", 1)[0] in flags}
+    return [
+        Problem(
+            ("serve", key),
+            f"would be on every node's command line ({catalog.options[key].flag}) though the spec "
+            "does not set it: it loads code or opens files there",
+            f"the flag catalog {catalog.source or 'of vLLM ' + catalog.version} maps a setting to it; "
+            "set the key in serve: yourself if you mean it",
+        )
+        for key in sorted(unasked)
+        if key not in spec.serve
+    ]
 
 
 def _plannable(spec: Spec) -> None:
@@ -156,11 +199,12 @@ def _check_serve_values(spec: Spec, catalog: Catalog, problems: list[Problem]) -
 
 def _apply_rules(
     inputs: Inputs, problems: list[Problem]
-) -> tuple[list[Derived], list[str], set[str], list[str]]:
+) -> tuple[list[Derived], list[str], set[str], list[str], list[str]]:
     derived: list[Derived] = []
     args: list[str] = []
     owned: set[str] = set()
     notes: list[str] = []
+    warnings: list[str] = []
     for rule in RULES:
         try:
             if not rule.applies(inputs):
@@ -174,12 +218,15 @@ def _apply_rules(
             continue
         args += decision.args
         flag = " ".join(decision.args) or None
-        source = "spec" if any(inputs.spec.serve.get(k) is not None for k in rule.owns) else rule.source
+        written = any(inputs.spec.serve.get(k) is not None for k in rule.owns)
+        source = decision.source or ("spec" if written else rule.source)
         reason = f"{rule.reason} [{rule.mirrors}]"
         derived.append(Derived(rule.setting, decision.value, flag, reason, source, decision.note))
         if decision.note:
             notes.append(decision.note)
-    return derived, args, owned, notes
+        if decision.warning:
+            warnings.append(decision.warning)
+    return derived, args, owned, notes, warnings
 
 
 def check_serve_keys(spec: Spec, catalog: Catalog) -> list[Problem]:

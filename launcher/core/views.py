@@ -84,6 +84,7 @@ def plan_dict(plan: Plan) -> dict[str, Any]:
             for d in plan.derived
         ],
         "notes": list(plan.notes),
+        "warnings": list(plan.warnings),
     }
 
 
@@ -119,6 +120,10 @@ def plan_text(plan: Plan, screen: Screen = PLAIN) -> str:
         out += screen.fit(f"  {'':<{width}}  why: ", d.reason, width + 9)
     if plan.notes:
         out += ["", "notes:", *(f"  - {note}" for note in plan.notes)]
+    if plan.warnings:
+        out += ["", "warnings:"]
+        for warning in plan.warnings:
+            out += screen.fit(f"  {screen.paint('!', 'warn')} ", warning, 4)
     return "\n".join(out)
 
 
@@ -209,6 +214,8 @@ def endpoint_dict(endpoint: EndpointPlan) -> dict[str, Any]:
         "env": endpoint.env,
         "secrets": list(endpoint.secrets),
         "config": endpoint.config,
+        "key": endpoint.key,
+        "warnings": list(endpoint.warnings),
         "digest": endpoint.digest,
     }
 
@@ -246,7 +253,9 @@ def endpoint_text(endpoint: EndpointPlan) -> str:
     """The endpoint: where it listens, what it routes where, its exact command and config."""
     from launcher.core.endpoint_plan import CONFIG_FILE, ROUTER_PIN
 
+    key = f"clients send {endpoint.key}" if endpoint.key else "NO client key (endpoint.auth: none)"
     out = [f"### endpoint {endpoint.url} ({ROUTER_PIN} on {endpoint.node.name}), plan {endpoint.digest}"]
+    out.append(f"  listens on {endpoint.node.address}:{endpoint.port}; {key}")
     out += [f"  {r.model:<20} -> {r.url}  (deployment {r.deployment})" for r in endpoint.routes]
     out += ["", f"== {endpoint.node.name} (the endpoint)"]
     out += [f"  {k}={shown_word(v)}" for k, v in endpoint.env.items()]
@@ -254,4 +263,6 @@ def endpoint_text(endpoint: EndpointPlan) -> str:
     out.append("  " + pretty_command(endpoint.argv).replace("\n", "\n  "))
     out += ["", f"  {CONFIG_FILE} (in its run directory):"]
     out += [f"    {line}" for line in endpoint.config.splitlines()]
+    if endpoint.warnings:
+        out += ["", "warnings:", *(f"  ! {warning}" for warning in endpoint.warnings)]
     return "\n".join(out)

@@ -151,7 +151,7 @@ class Cluster(Reached):
         api_key: str | None = None,
         sources: Sources | None = None,
     ) -> None:
-        super().__init__(Reach.of(spec), executor, api_key, (api_host(spec), plan.api_port))
+        super().__init__(Reach.of(spec), executor, api_key, (plan.api_host, plan.api_port))
         self.spec = spec
         self.plan: Plan = plan
         self.sources = sources
@@ -164,13 +164,7 @@ class Cluster(Reached):
     @property
     def api_host(self) -> str:
         """Where the head's API listens, as seen from the head itself."""
-        return api_host(self.spec)
-
-
-def api_host(spec: Spec) -> str:
-    """Where the head's API listens, as seen from the head itself."""
-    host = spec.serve.get("host")
-    return "127.0.0.1" if host in (None, "", "0.0.0.0", "::") else str(host)
+        return self.plan.api_host
 
 
 def new_run_id() -> str:

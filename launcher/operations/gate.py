@@ -34,6 +34,7 @@ from launcher.core.checks import (
     regression_rows,
     vllm_rows,
 )
+from launcher.core.checks.exposure_rows import endpoint_row, exposure_rows
 from launcher.core.checks.memory_rows import budgets, shared_memory_row
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
@@ -105,7 +106,7 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective
         return Report(tuple(cluster.names), tuple(rows))
     rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
     rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
-    rows += network_rows(spec, plan, facts, reach.result(facts))
+    rows += network_rows(spec, plan, facts, reach.result(facts)) + exposure_rows(spec, plan, collective)
     rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)
     weighed = budgets(spec, plan, facts)
     runnable = _runnable(spec.vllm.runtime, facts)
@@ -167,8 +168,9 @@ def merge_reports(reports: dict[str, Report]) -> Report:
 
 
 def with_endpoint(report: Report, deployments: Deployments) -> Report:
-    """The report, and (for every deployment, where there is an endpoint) the router's row."""
+    """The report, and (for every deployment, where there is an endpoint) the router's rows: the
+    pinned release, where it listens and with which key."""
     if deployments.endpoint is None or not deployments.whole:
         return report
-    row = router_check(deployments.endpoint)
-    return replace(report, rows=(*report.rows, row))
+    rows = (router_check(deployments.endpoint), endpoint_row(deployments.endpoint.plan))
+    return replace(report, rows=(*report.rows, *rows))

@@ -4,6 +4,9 @@ Here: $XDG_STATE_HOME/spark-launch/<cluster>/runs/<run id>.json (~/.local/state/
 XDG_STATE_HOME), mode 0600, with the evidence files of the run beside it. On the head:
 ~/.spark-launch/<cluster>/runs/<run id>.json, beside the nodes' run directories. The head's
 copy is best effort: a head that cannot be written to never fails a start.
+
+Every path here is made of the launcher's own run ids (`core.answers.read.RUN_ID`) and names
+it chose or flattened, and is proven to stay inside the state folder before it is opened.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from launcher.core import remote
+from launcher.core.answers.read import is_run_id
 from launcher.core.checks import Report
 from launcher.core.receipts.content import FORMAT, finished, new_receipt, with_evidence
 from launcher.errors import ExitStatus, SparkLaunchError
@@ -54,12 +58,34 @@ def runs_dir(cluster: str) -> Path:
     return state_dir() / cluster / "runs"
 
 
+class OutsideState(SparkLaunchError):
+    """A path that would leave the state folder: refused, never opened."""
+
+
+def inside(base: Path, *parts: str) -> Path:
+    """`base/parts...`, proven to stay inside `base` once resolved (no `..`, no absolute part, no
+    link leading out); OutsideState otherwise."""
+    path = base.joinpath(*parts)
+    try:
+        top = base.resolve()
+        contained = path.resolve().is_relative_to(top) and path.resolve() != top
+    except (OSError, ValueError, RuntimeError):  # a loop of links, a NUL
+        contained = False
+    if not contained:
+        raise OutsideState(
+            f"refused to use {str(path)[:200]!r}: it is not inside {base}",
+            "a name that would leave the state folder came from a node or a changed file",
+        )
+    return path
+
+
 def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read, atomically (a reader never sees half of it)."""
+    """Write a file only its owner can read, atomically (a reader never sees half of it). Text a
+    file cannot hold as UTF-8 (a lone surrogate from a node) is written escaped."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(text)
     os.replace(tmp, path)
 
@@ -67,7 +93,7 @@ def write_private(path: Path, text: str) -> None:
 def save(cluster: Cluster, receipt: dict[str, Any]) -> None:
     """Keep the receipt here, then on the head (best effort)."""
     text = json.dumps(receipt, indent=2, sort_keys=False) + "\n"
-    write_private(runs_dir(cluster.spec.name) / f"{receipt['run_id']}.json", text)
+    write_private(inside(runs_dir(cluster.spec.name), f"{receipt['run_id']}.json"), text)
     with contextlib.suppress(SparkLaunchError):
         call = remote.save_receipt_call(cluster.spec.name, receipt["run_id"], text)
         cluster.agents[cluster.head.name].run(call)
@@ -81,7 +107,7 @@ def load_all(cluster: str) -> list[dict[str, Any]]:
             receipt = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if isinstance(receipt, dict) and receipt.get("format") == FORMAT:
+        if isinstance(receipt, dict) and receipt.get("format") == FORMAT and is_run_id(receipt.get("run_id")):
             found.append(receipt)
     return sorted(found, key=lambda r: str(r.get("run_id")))
 
@@ -138,11 +164,15 @@ def record_run(
 
 
 def add_evidence(cluster: Cluster, run_id: str, evidence: dict[str, Any]) -> bool:
-    """Add evidence to a kept receipt (a run that served, then died or wedged); False if none is kept."""
-    path = runs_dir(cluster.spec.name) / f"{run_id}.json"
+    """Add evidence to a kept receipt (a run that served, then died or wedged); False if none is
+    kept: `run_id` not one of the launcher's, or no receipt of that run (and cluster) here."""
+    if not is_run_id(run_id):
+        return False
     try:
-        receipt = json.loads(path.read_text())
-    except (OSError, ValueError):
+        receipt = json.loads(inside(runs_dir(cluster.spec.name), f"{run_id}.json").read_text())
+    except (OSError, ValueError, OutsideState):
+        return False
+    if not isinstance(receipt, dict) or receipt.get("format") != FORMAT or receipt.get("run_id") != run_id:
         return False
     save(cluster, with_evidence(receipt, evidence))
     return True
@@ -155,7 +185,8 @@ def bundle_files(cluster: str, last: int = 2) -> dict[str, str]:
     for receipt in load_all(cluster)[-last:]:
         run_id = str(receipt["run_id"])
         files[f"receipts/{run_id}.json"] = json.dumps(receipt, indent=2) + "\n"
-        for path in sorted((base / run_id).rglob("*")) if (base / run_id).is_dir() else []:
-            if path.is_file():
+        folder = inside(base, run_id)
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if path.is_file() and not path.is_symlink():
                 files[f"receipts/{path.relative_to(base)}"] = path.read_text(errors="replace")
     return files

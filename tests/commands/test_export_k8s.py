@@ -270,11 +270,13 @@ def test_each_rank_runs_the_plans_argv_and_env(config: Path) -> None:
         assert lws["metadata"]["annotations"]["spark-launch/plan"] == plan["digest"], name
         assert lws["spec"]["leaderWorkerTemplate"]["size"] == len(plan["nodes"])
         for node, pod in zip(plan["nodes"], rank_pods(lws, len(plan["nodes"])), strict=True):
-            variables = lws_env(plan, node["rank"])
+            # The pod's IP stands where the node's address was; its API listens there (--host).
+            variables = {**lws_env(plan, node["rank"]), "VLLM_HOST_IP": node["address"]}
             (vllm,) = pod["containers"]
             image = vllm["image"] if plan["runtime"] == "docker" else None
             words = [expand(w, variables) for w in vllm.get("command", []) + vllm["args"]]
-            assert words == engine(node["argv"], image), (name, node["name"])
+            listens = [f"--host={node['address']}" if w.startswith("--host=") else w for w in node["argv"]]
+            assert words == engine(listens, image), (name, node["name"])
             env, secrets = pod_env(vllm, variables, node["address"])
             assert env == {**node["env"], **docker_env(node["argv"], image)}
             assert secrets == node["secrets"]

@@ -126,3 +126,19 @@ def test_a_rank_that_fails_tells_the_others_which_stop_at_once_naming_it(
     assert not failed["ok"] and "cannot listen on 192.0.2.1 (VLLM_HOST_IP)" in failed["error"]
     assert not told["ok"] and "waiting for b to listen: b failed (connections: cannot listen" in told["error"]
     assert time.monotonic() - began < 5  # not the group's 60 s
+
+
+def listeners(port: int) -> list[str]:
+    """The local addresses listening on TCP `port` on this machine (`ss`)."""
+    done = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, check=True)
+    return sorted({line.split()[3].rsplit(":", 1)[0] for line in done.stdout.splitlines() if line.strip()})
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_the_heads_store_listens_on_the_master_address_alone(version: str, tmp_path: Path) -> None:
+    """torch's own store binds every interface whatever address it is given; the preflight's
+    binds the master address only (anyone reaching the store could forge a pass)."""
+    venv = venv_for(version)
+    with preflight(venv, request(0, deadline=15), tmp_path) as head:
+        port = lines_until(head, "port")["port"]
+        assert port > 0 and listeners(port) == ["127.0.0.1"], listeners(port)

@@ -1,11 +1,15 @@
 """Two deployments on the test bed behind one endpoint, shared by every test of the module:
 a real TP-2 Qwen3-Next pair across both nodes and a real one-node dense Llama on node2, both
-answering through the endpoint (LiteLLM's proxy on node1); `down --deployment big` leaves the
-small one serving (its processes untouched); `down` leaves nothing."""
+answering through the endpoint (LiteLLM's proxy on node1) to the endpoint's own client key, and
+only to it; big's API on node1's loopback, out of the other node's reach; `down --deployment
+big` leaves the small one serving (its processes untouched); `down` leaves nothing."""
 
 from __future__ import annotations
 
 import json
+import secrets
+import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -16,24 +20,51 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import cli, marked_processes
+from tests.e2e.conftest import NAMESPACES, cli, marked_processes
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
 SPEC = ROOT / "configs" / "demo-multi.yaml"
 ENDPOINT = "http://10.99.0.1:9000/v1"
 BIG, SMALL = "tiny-qwen3-next", "tiny-llama"
+KEY = "sk-e2e-" + secrets.token_hex(16)  # the endpoint's client key (endpoint.key) for this module
+ENV = {"SPARK_ENDPOINT_KEY": KEY}
 
 
-def ask(url: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
-    """One request to the bed (its addresses are this machine's namespaces); status and JSON."""
+def ask(url: str, body: dict[str, Any] | None = None, key: str | None = KEY) -> tuple[int, dict[str, Any]]:
+    """One request to the bed (its addresses are this machine's namespaces), sent with `key`;
+    status and JSON."""
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data, {"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, data, headers)
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
+        raw = exc.read()
+        try:
+            return exc.code, json.loads(raw or b"{}")
+        except ValueError:  # a proxy's plain-text error
+            return exc.code, {"text": raw.decode(errors="replace")[:500]}
+
+
+def connect_from(node: str, address: str, port: int) -> str:
+    """One TCP connection from inside a bed node's network: ok, refused, or why not."""
+    probe = (
+        "import socket, sys\n"
+        "try:\n"
+        f"    socket.create_connection(({address!r}, {port}), timeout=3).close(); print('ok')\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    done = subprocess.run(
+        ["ip", "netns", "exec", NAMESPACES[node], "python3", "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    return done.stdout.strip() or done.stderr.strip()
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +72,7 @@ def served(testbed: Path) -> Iterator[dict[str, Any]]:
     """`spark-launch up` of both deployments and the endpoint, for the whole module."""
     cli("down", SPEC, "--grace", "5")
     began = time.monotonic()
-    done = cli("up", SPEC, "--json", timeout=1200)
+    done = cli("up", SPEC, "--json", env=ENV, timeout=1200)
     seconds = time.monotonic() - began
     assert done.returncode == 0, done.stderr
     print(f"\nup of both deployments and the endpoint: {seconds:.1f} s")
@@ -66,8 +97,34 @@ def test_a_model_no_deployment_serves_is_an_openai_error(served: dict[str, Any])
     assert status == 400 and "nope" in answer["error"]["message"]
 
 
+def test_the_endpoint_answers_its_own_key_and_refuses_every_other_request(served: dict[str, Any]) -> None:
+    """Refused, whatever the status: the pinned LiteLLM answers 500 to a request without a key (its
+    authentication error handler fails to import prisma, which it does not need otherwise) and 400
+    "No connected db." to an `sk-` key that is not its master key; neither reaches a model."""
+    body = {"model": SMALL, "prompt": "w5 w6", "max_tokens": 1}
+    refused = {}
+    for key in (None, "sk-not-the-key", "not-even-shaped-like-one"):
+        refused[key] = [ask(f"{ENDPOINT}/completions", body, key=key), ask(f"{ENDPOINT}/models", key=key)]
+    for answers in refused.values():
+        assert all(status >= 400 and not {"choices", "data"} & set(a) for status, a in answers), refused
+    status, answer = ask(f"{ENDPOINT}/completions", body)
+    assert status == 200 and answer["model"] == SMALL
+    said = json.dumps(served["up"]) + cli("logs", SPEC, "--endpoint", "-n", "500").stdout
+    assert KEY not in said  # its value is never printed, nor logged by the router
+
+
+def test_an_api_kept_on_loopback_is_out_of_the_other_nodes_reach(served: dict[str, Any]) -> None:
+    """big's API listens on node1's 127.0.0.1 (the endpoint is there): node2 and this machine
+    cannot connect to it; on node1 itself it answers. small's, on node2's address, node1 reaches."""
+    assert connect_from("node2", "10.99.0.1", 8000) == "ConnectionRefusedError"
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("10.99.0.1", 8000), timeout=3).close()
+    assert connect_from("node1", "127.0.0.1", 8000) == "ok"
+    assert connect_from("node1", "10.99.0.2", 8001) == "ok"
+
+
 def test_status_json_names_each_deployment(served: dict[str, Any]) -> None:
-    done = cli("status", SPEC, "--json")
+    done = cli("status", SPEC, "--json", env=ENV)
     assert done.returncode == 0, done.stdout + done.stderr
     found = json.loads(done.stdout)
     by_name = {d["deployment"]: d for d in found["deployments"]}

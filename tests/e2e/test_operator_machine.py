@@ -5,7 +5,7 @@
   prefill: the plan reads the model's config.json from the head;
 - the nodes' vLLM is relabelled as a development build of the CPU release (the same code,
   another version in its dist-info, bind-mounted over it in the nodes' views): `check`
-  learns its flag catalog from the head's own vLLM, a second `check` reuses it;
+  learns its flag catalog from every node's own vLLM, a second `check` reuses it;
 - `up` serves it, `verify` shows mamba align and growing prefix-cache hits;
 - while it serves, the spec is broken (an unknown release; a typo): `status`, `logs`,
   `diagnose` and `down` still work, and nothing of ours is left.
@@ -152,8 +152,10 @@ def test_check_reads_the_model_from_the_head_and_learns_the_builds_catalog_from_
     assert cold.returncode == 0, cold.stdout[-3000:] + cold.stderr[-2000:]
     found = rows(cold)
     learned = found["flag catalog (this build's own)"]["values"]["node1"]
-    assert learned.startswith("learned from node1's own vLLM now (")
-    assert f"learning the flags of vLLM {DEV} (0.32.0's rules) from node1's own vLLM" in cold.stderr
+    assert learned.startswith("learned from node1, node2's own vLLM now (")
+    assert (
+        f"learning the flags of vLLM {DEV} (0.32.0's rules) from the own vLLM of node1, node2" in cold.stderr
+    )
     head_read = re.search(
         r"read from node1: the model's config\.json and its vLLM build \(([\d.]+) s\)", cold.stderr
     )
@@ -176,7 +178,7 @@ def test_a_second_check_reuses_the_learned_catalog(bed: dict[str, Any]) -> None:
     warm = bed["warm"]
     assert warm.returncode == 0, warm.stdout[-3000:]
     assert rows(warm)["flag catalog (this build's own)"]["values"] == {
-        "node1": "learned from node1's own vLLM earlier (cached)"
+        "node1": "learned from node1, node2's own vLLM earlier (cached)"
     }
     assert "learning the flags" not in warm.stderr
     print(f"\ncheck, catalog from the operator's cache: {bed['warm_s']:.1f} s wall")
@@ -189,7 +191,7 @@ def test_plan_offline_then_plans_with_what_was_read_and_learned(bed: dict[str, A
     assert plan["notes"][0].startswith(
         f"vLLM {DEV} is a development build toward 0.32.1, after release 0.32.0"
     )
-    assert "flags and model traits: the catalog learned from node1's own vLLM" in plan["notes"][1]
+    assert "flags and model traits: the catalog learned from node1, node2's own vLLM" in plan["notes"][1]
     model = next(d for d in plan["derived"] if d["setting"] == "model")
     assert model["value"].startswith("hybrid (Qwen3NextForCausalLM)")
     assert "(as read earlier, kept on this machine)" in model["reason"]

@@ -46,6 +46,8 @@ def test_up_serves_the_model(served: dict[str, Any]) -> None:
     stages = served["up"].stderr
     for stage in ("node1: rendezvous", "node2: loading weights", "node1: API up"):
         assert stage in stages
+    # the demo's API listens on node1's address with no endpoint in front and no key: said first
+    assert "warning: the API listens on 10.99.0.1:8000 with no endpoint in front" in stages
     print(f"\nup -> healthy: {served['up_seconds']:.1f} s wall, {result['seconds']:.1f} s measured by up")
 
 

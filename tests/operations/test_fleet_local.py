@@ -45,6 +45,7 @@ def deployments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Dep
     data = base_spec("0.32.0", nodes=2)
     data["name"] = f"fleet-{os.getpid()}"  # processes are ours by a machine-wide marker
     data["vllm"]["venv"] = str(venv)
+    data["api"] = {"listen": "loopback"}  # the nodes' addresses are made up: the fakes are on loopback
     serve = data.pop("serve")
     model = data.pop("model")
     data["deployments"] = [

@@ -163,3 +163,34 @@ def test_a_restart_storm_gives_up_after_the_limit_with_nothing_left(
     assert caught.value.exit_status == ExitStatus.FAILURE
     assert "n1 (rank 0) exited with status 1" in events[-1].why
     assert status(cluster, deadline=None).state == "stopped"
+
+
+def test_a_failure_to_capture_evidence_is_reported_and_supervision_goes_on(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+
+    monkeypatch.setattr("launcher.operations.running.supervising.capture", broken)
+    served: list[Event] = []
+
+    def react(event: Event, events: list[Event]) -> None:
+        if event.what == "serving":
+            served.append(event)
+        if event.what == "serving" and len(served) == 1:
+            kill_rank(cluster, "n2")
+        elif event.what == "serving":
+            raise Terminated("SIGTERM")
+
+    events = run(cluster, options(interval=30), react)
+    assert whats(events) == [
+        "supervising",
+        "serving",
+        "not captured",
+        "rank exited",
+        "serving",
+        "stopping",
+        "stopped",
+    ]
+    lost = events[2]
+    assert lost.node == "n2" and "surrogates not allowed" in lost.why and "restart" in lost.action

@@ -46,7 +46,10 @@ def cluster_with(
             ("*", "cluster_lock"): lambda w: {"ok": True},
             ("*", "rank_status"): lambda w: {"ok": True, "alive": False, "processes": 0, "state": None},
             ("*", "shell"): lambda w: Result(" ".join(w), 0, "", ""),
-            ("*", "start"): lambda w: {"ok": True, "state": {"run_id": "r1", "digest": "d1", "pid": 7}},
+            ("*", "start"): lambda w: {
+                "ok": True,
+                "state": {"run_id": "20260101-000000-abcd", "digest": "d1", "pid": 7},
+            },
             ("*", "stop"): lambda w: STOPPED,
             ("*", "stacks"): lambda w: STACKS,
             **handlers,

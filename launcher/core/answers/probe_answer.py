@@ -88,9 +88,11 @@ class Dumped(TypedDict, total=False):
 
 
 class Captured(TypedDict, total=False):
-    """The stacks script's answer: what it captured of our processes, and where it kept it."""
+    """The stacks script's answer: what it captured of our processes, and where it kept it.
 
-    run_id: str
+    Not its run id: the launcher files the evidence under the run it started itself.
+    """
+
     py_spy: str | None
     hint: str | None
     ptrace: str
@@ -107,7 +109,6 @@ def captured(raw: object) -> Captured:
     if error is not None:
         raise Refused(error)
     return Captured(
-        run_id=at.field("run_id").name(128),
         py_spy=at.maybe("py_spy", At.absolute),
         hint=at.maybe("hint", At.text),
         ptrace=at.field("ptrace").name(),

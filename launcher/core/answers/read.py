@@ -27,6 +27,10 @@ MAX_BYTES = 1 << 60  # sizes, free space: 1 EiB
 MAX_DEPTH = 32  # nesting of free-form JSON (a model's config.json)
 # Control characters, and the ones that reorder or break what a terminal shows.
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# The launcher's run ids (`node.cluster.new_run_id`): the time of the start and 4 hex digits.
+RUN_ID = re.compile(r"[0-9]{8}-[0-9]{6}-[0-9a-f]{4}\Z")
+# What a name from a node keeps when it becomes one part of a local file name.
+PLAIN = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class BadAnswer(ValueError):
@@ -145,6 +149,13 @@ class At:
             raise self._bad(f"holds the control character {bad.group()!r}")
         return value
 
+    def run_id(self) -> str:
+        """A run id in the launcher's own format (it names files: nothing else passes)."""
+        value = self._string(MAX_NAME)
+        if not is_run_id(value):
+            raise self._bad(f"{value[:80]!r} is not a run id of the launcher's (YYYYMMDD-HHMMSS-xxxx)")
+        return value
+
     def relative(self) -> str:
         """A path inside a directory: relative, no `.`, `..` or empty parts, no control characters."""
         value = self.name(MAX_PATH)
@@ -201,3 +212,15 @@ class At:
 def strings(at: At, read: Callable[[At], str] = At.name, limit: int = MAX_ITEMS) -> tuple[str, ...]:
     """A list of strings, each read by `read`."""
     return tuple(read(item) for item in at.items(limit))
+
+
+def is_run_id(value: object) -> bool:
+    """Whether `value` is a run id in the launcher's own format."""
+    return isinstance(value, str) and RUN_ID.match(value) is not None
+
+
+def flat_name(value: str, limit: int = 120) -> str:
+    """A name from a node as ONE part of a local file name: every character but letters, digits,
+    `.`, `_` and `-` becomes `_` (so no `/`), no leading `.` (so no `..`), never empty."""
+    flat = PLAIN.sub("_", value)[:limit].lstrip(".")
+    return flat or "_"

@@ -38,7 +38,7 @@ class RunState:
     def read(cls, at: At) -> RunState:
         """From the state object of a start or status answer."""
         return cls(
-            run_id=at.field("run_id").name(128),
+            run_id=at.field("run_id").run_id(),
             digest=at.field("digest").name(128),
             pid=at.maybe("pid", _pid),
             started_at=at.maybe("started_at", _time),
@@ -169,7 +169,7 @@ class Holder:
             started=at.maybe("started", At.name),
             user=at.maybe("user", At.name),
             command=at.maybe("command", At.name),
-            run_id=at.maybe("run_id", lambda a: a.name(128)),
+            run_id=at.maybe("run_id", At.run_id),
             since=at.maybe("since", _time),
         )
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.core.endpoint_plan import API_KEY, CONFIG_FILE, LIVE_PATH, EndpointPlan, Route, router_config
+from launcher.core.endpoint_plan import CONFIG_FILE, LIVE_PATH, EndpointPlan, Route, router_config
 from launcher.core.export.k8s_checks import section_of
 from launcher.core.export.k8s_objects import Manifest, api_name, metadata, secret_name
 from launcher.core.export.k8s_pods import POD_IP, literal
 from launcher.core.fleet_plan import Fleet
+from launcher.core.spec.deployments import API_KEY
 from launcher.core.spec.sections import SpecFile
 
 CONFIG_MOUNT = "/spark-launch-endpoint"  # the router's working folder: its config, as planned
@@ -33,7 +34,7 @@ def endpoint_manifest(file: SpecFile, fleet: Fleet, names: dict[str, str]) -> Ma
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(f"{name}-config", file.name, section_of(file).namespace),
-        "data": {CONFIG_FILE: router_config(routes, API_KEY in endpoint.secrets)},
+        "data": {CONFIG_FILE: router_config(routes, endpoint.key, API_KEY in endpoint.secrets)},
     }
     deployment = {
         "apiVersion": "apps/v1",

@@ -5,7 +5,8 @@ A pod runs the plan's words for its rank as they are: `command`/`args` lists, ne
 line. Only what LeaderWorkerSet decides differs, and Kubernetes puts it in itself (it expands
 `$(NAME)` in args from the container's variables, which LWS sets): `--master-addr` from
 LWS_LEADER_ADDRESS, `--node-rank` from LWS_WORKER_INDEX, and VLLM_HOST_IP from the pod's IP
-(the downward API's status.podIP). Every other `$` is doubled, so Kubernetes leaves it as
+(the downward API's status.podIP), on which the API listens (`--host`): its Service reaches it
+there, whatever `api.listen` says on the nodes. Every other `$` is doubled, so Kubernetes leaves it as
 written. The docker runtime's pods run the image's entrypoint with the words after the image,
 as `docker run` does; a venv spec's pods run `<venv>/bin/vllm` in the stated image.
 """
@@ -26,6 +27,7 @@ from launcher.core.spec.sections import Spec
 LEADER_ADDRESS = "LWS_LEADER_ADDRESS"
 WORKER_INDEX = "LWS_WORKER_INDEX"
 POD_IP = "status.podIP"
+HOST_IP = "VLLM_HOST_IP"  # the pod's IP, from the downward API: where its API listens too
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 MULTUS = "k8s.v1.cni.cncf.io/networks"
 GPU = "nvidia.com/gpu"
@@ -56,9 +58,12 @@ def literal(word: str) -> str:
 def substitutions(plan: Plan) -> dict[str, str]:
     """Each word of the plan's argv that LeaderWorkerSet supplies in a pod, and what replaces it."""
     master = next((d.flag for d in plan.derived if d.setting == "master_addr"), None)
+    host = next((d.flag for d in plan.derived if d.setting == "host"), None)
     out = {f"--node-rank={n.rank}": f"--node-rank=$({WORKER_INDEX})" for n in plan.nodes if n.rank_args}
     if master:
         out[master] = f"--master-addr=$({LEADER_ADDRESS})"
+    if host:
+        out[host] = f"--host=$({HOST_IP})"
     return out
 
 
@@ -68,7 +73,9 @@ def shown_substitutions(plan: Plan) -> list[tuple[str, str]]:
     master = next((d.flag for d in plan.derived if d.setting == "master_addr"), None)
     out = [(f"--node-rank={ranks[0]}..{ranks[-1]}", f"--node-rank=$({WORKER_INDEX})")] if ranks else []
     out += [(master, f"--master-addr=$({LEADER_ADDRESS})")] if master else []
-    return [*out, ("VLLM_HOST_IP=<node address>", f"the pod's IP (downward API: {POD_IP})")]
+    host = next((d.flag for d in plan.derived if d.setting == "host"), None)
+    out += [(host, f"--host=$({HOST_IP})")] if host else []
+    return [*out, (f"{HOST_IP}=<node address>", f"the pod's IP (downward API: {POD_IP})")]
 
 
 def engine_words(spec: Spec, node: NodeCommand) -> tuple[str, ...]:

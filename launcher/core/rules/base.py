@@ -78,11 +78,15 @@ class Inputs:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """A rule's outcome: the value, the argv pinning it (same on all nodes), a note."""
+    """A rule's outcome: the value, the argv pinning it (same on all nodes), a note; a warning
+    (said by validate, plan and up); where the value came from, when the spec says it elsewhere
+    than in serve (None: `serve`'s keys tell)."""
 
     value: Any
     args: tuple[str, ...] = ()
     note: str | None = None
+    warning: str | None = None
+    source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,16 @@ RULES: tuple[Rule, ...] = (
         owns=("port",),
     ),
     Rule(
+        "host",
+        "",
+        topology.listen,
+        "where the head's API listens (api.listen): loopback behind an endpoint on the same node, "
+        "else the node's address; vLLM's own default listens on every interface",
+        "vllm/entrypoints/openai/cli_args.py (host: None binds every interface)",
+        owns=("host",),
+        source="launcher",
+    ),
+    Rule(
         "tensor_parallel_size",
         "",
         topology.parallel,

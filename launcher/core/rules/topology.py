@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from launcher.core.rules.base import Decision, Inputs, RuleProblem, Unresolved, pinned
@@ -98,3 +99,55 @@ def parallel(inputs: Inputs) -> Decision:
         )
     tp = sizes["tensor_parallel_size"]
     return pinned(inputs, "tensor_parallel_size", tp)
+
+
+# What vLLM's API takes without VLLM_API_KEY's check: the key guards only the paths under /v1,
+# /v2, /inference and /cohere (vllm/entrypoints/serve/middleware/authenticate.py, GUARDED_PREFIX,
+# 0.32 and 0.33).
+UNGUARDED = "/invocations, /tokenize, /detokenize, /pause, /resume, /abort_requests, /metrics"
+API_KEY = "VLLM_API_KEY"
+
+
+def listen(inputs: Inputs) -> Decision:
+    """vLLM's --host: api.listen, else loopback behind an endpoint on the same node, else the rank 0
+    node's address; never every interface unless the spec says `all`. Said out loud: who reaches
+    it, and what it takes without a key."""
+    spec = inputs.spec
+    head, chosen = spec.head, spec.api.listen
+    fronted = spec.endpoint_node == head.name
+    mode = chosen or ("loopback" if fronted else "fabric")
+    host = {"loopback": "127.0.0.1", "fabric": head.address, "all": "0.0.0.0"}.get(mode, mode)
+    if mode == "loopback" and spec.endpoint_node not in (None, head.name):
+        raise RuleProblem(
+            ("api", "listen"),
+            f"the endpoint on {spec.endpoint_node} could not reach this API on {head.name}'s loopback",
+            "leave api.listen unset, or write fabric",
+        )
+    decision = Decision(
+        host,
+        (f"{inputs.catalog.options['host'].flag}={host}",),
+        source="spec" if chosen else "launcher",
+    )
+    if mode == "loopback":
+        return decision
+    port = inputs.resolved.get("port", DEFAULT_API_PORT)
+    where = f"{host}:{port}" if mode != "all" else f"every interface of {head.name} (port {port})"
+    keyed = API_KEY in spec.secrets
+    if spec.endpoint_node is not None:
+        guard = f"{API_KEY} guards /v1 only" if keyed else f"no {API_KEY}: any request"
+        return replace(
+            decision,
+            note=f"the API listens on {where} so that the endpoint on {spec.endpoint_node} reaches it, "
+            f"and so does whoever else reaches that address ({guard}); firewall port {port} of "
+            f"{head.name} to {spec.endpoint_node}",
+        )
+    guard = (
+        f"{API_KEY} guards /v1 only ({UNGUARDED} take any request)"
+        if keyed
+        else f"without {API_KEY} it takes any request"
+    )
+    return replace(
+        decision,
+        warning=f"the API listens on {where} with no endpoint in front; {guard}; firewall it to the "
+        "clients, or put an endpoint in front (api.listen: loopback keeps it to the launcher)",
+    )

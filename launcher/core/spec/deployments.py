@@ -17,6 +17,7 @@ from typing import Any
 from launcher.core.spec.k8s_spec_checks import check_k8s
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import (
+    LISTEN_WORDS,
     DeploymentSection,
     EndpointSection,
     ModelSection,
@@ -30,6 +31,7 @@ from launcher.errors import Problem
 Path = tuple[str | int, ...]
 ENDPOINT = "endpoint"  # the endpoint's run directory beside the deployments': no deployment's name
 ROUTER_BIN = r"/[^\s=:]*\Z"  # compiled when first used: a spec with an endpoint
+API_KEY = "VLLM_API_KEY"  # the deployments' key (vLLM reads it): never the endpoint's clients'
 MODEL_REQUIRED = Problem(("model",), "is required", "or list the models under deployments:")
 
 
@@ -55,7 +57,12 @@ def deployment_specs(file: SpecFile) -> tuple[Spec, ...]:
 def _spec(
     file: SpecFile, name: str, nodes: tuple[Node, ...], model: ModelSection, serve: dict[str, Any]
 ) -> Spec:
-    return Spec(name, file.vllm, nodes, model, serve, file.env, file.secrets, file.ssh_config)
+    endpoint_node = file.nodes[0].name if file.endpoint is not None and file.nodes else None
+    # The endpoint's client key is the endpoint's alone: never in a vLLM process's environment.
+    own = file.endpoint.key if file.endpoint is not None else None
+    secrets = tuple(s for s in file.secrets if s != own)
+    shared = (file.env, secrets, file.ssh_config, file.api, endpoint_node)
+    return Spec(name, file.vllm, nodes, model, serve, *shared)
 
 
 def deployment_names(file: SpecFile) -> tuple[str, ...]:
@@ -88,7 +95,8 @@ def check_file(file: SpecFile) -> list[Problem]:
         problems += _check_deployment(file, i, deployment)
     problems += _check_served_names(file)
     if file.endpoint is not None:
-        problems += _check_endpoint(file.endpoint)
+        problems += _check_endpoint(file.endpoint, file.secrets)
+    problems += _check_listen_places(file)
     for i, spec in enumerate(deployment_specs(file)):
         problems += [relocate(file, i, p) for p in check_model(spec.model, spec.vllm)]
     if file.export is not None and file.export.k8s is not None:
@@ -154,8 +162,39 @@ def _check_served_names(file: SpecFile) -> list[Problem]:
     ]
 
 
-def _check_endpoint(endpoint: EndpointSection) -> list[Problem]:
-    problems = []
+def _check_listen_places(file: SpecFile) -> list[Problem]:
+    """api.listen where each deployment's rank 0 is: loopback only where the endpoint (if any) runs
+    on the same node; an address only of the one node every deployment has as its rank 0."""
+    listen, where = file.api.listen, ("api", "listen")
+    heads = {s.nodes[0].name for s in deployment_specs(file) if s.nodes}
+    if listen == "loopback" and file.endpoint is not None and heads - {file.nodes[0].name}:
+        away = ", ".join(sorted(heads - {file.nodes[0].name}))
+        return [
+            Problem(
+                where,
+                f"the endpoint on {file.nodes[0].name} could not reach a deployment whose API listens on "
+                f"{away}'s loopback",
+                "leave api.listen unset (loopback where the endpoint runs, the node's address elsewhere), "
+                "or write fabric",
+            )
+        ]
+    if listen is None or listen in LISTEN_WORDS:
+        return []
+    owner = next((n.name for n in file.nodes if n.address == listen), None)
+    if len(heads) > 1 or (owner is not None and owner not in heads):
+        return [
+            Problem(
+                where,
+                f"{listen} is one node's address, but the API listens on "
+                f"{', '.join(sorted(heads))} (each deployment's rank 0)",
+                "write fabric (each rank 0's own address), or the rank 0 node's address",
+            )
+        ]
+    return []
+
+
+def _check_endpoint(endpoint: EndpointSection, secrets: tuple[str, ...]) -> list[Problem]:
+    problems = _check_endpoint_key(endpoint, secrets)
     if not 0 < endpoint.port < 65536:
         problems.append(Problem(("endpoint", "port"), f"must be a port number, got {endpoint.port}"))
     if not re.match(ROUTER_BIN, endpoint.venv):
@@ -167,3 +206,32 @@ def _check_endpoint(endpoint: EndpointSection) -> list[Problem]:
             )
         )
     return problems
+
+
+def _check_endpoint_key(endpoint: EndpointSection, secrets: tuple[str, ...]) -> list[Problem]:
+    """The endpoint's own client key: a secret of its own, or `auth: none` said out loud."""
+    where = ("endpoint", "key")
+    if endpoint.auth == "none":
+        if endpoint.key is not None:
+            return [Problem(where, "is given, but endpoint.auth is none", "remove one of the two")]
+        return []
+    if endpoint.key is None:
+        return [
+            Problem(
+                where,
+                "is required: the endpoint takes requests from clients, and needs a key of its own",
+                "name a secret holding it (e.g. key: SPARK_ENDPOINT_KEY, listed under secrets:), "
+                "or write endpoint.auth: none to take requests without a key",
+            )
+        ]
+    if endpoint.key == API_KEY:
+        return [
+            Problem(
+                where,
+                f"{API_KEY} is the deployments' own key: the endpoint's clients need another",
+                "name another secret (e.g. SPARK_ENDPOINT_KEY), so a client's key is never a backend's",
+            )
+        ]
+    if endpoint.key not in secrets:
+        return [Problem(where, f"{endpoint.key} is not under secrets:", f"add it: secrets: [{endpoint.key}]")]
+    return []

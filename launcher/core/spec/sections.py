@@ -73,6 +73,22 @@ class ModelSection:
     )
 
 
+LISTEN_WORDS = ("loopback", "fabric", "all")
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSection:
+    """Where each deployment's API (vLLM's HTTP server, on its rank 0) listens: vLLM's --host."""
+
+    listen: str | None = doc(
+        "loopback (127.0.0.1: only the launcher, through SSH, and an endpoint on the same node "
+        "reach it), fabric (the rank 0 node's address), all (0.0.0.0: every interface), or an IP "
+        "address of the rank 0 node (its address on the clients' network, say); unset: loopback "
+        "behind an endpoint on the same node, else the rank 0 node's address",
+        default=None,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Spec:
     """A whole vLLM deployment across several nodes."""
@@ -89,6 +105,10 @@ class Spec:
         "names of variables passed from the launcher's environment, never shown", default=()
     )
     ssh_config: str | None = doc("ssh_config file to use instead of ~/.ssh/config", default=None)
+    api: ApiSection = doc("where the API listens", default_factory=ApiSection)
+    endpoint_node: str | None = doc(
+        "the node running the file's endpoint (set from the file; None: no endpoint)", default=None
+    )
 
     @property
     def head(self) -> Node:
@@ -116,6 +136,16 @@ class EndpointSection:
     venv: str = doc(
         "the virtual environment on the head node holding the pinned router "
         "(scripts/router-venv.sh builds it)"
+    )
+    key: str | None = doc(
+        "the name, under secrets:, of the endpoint's client key (the router's master key): "
+        "clients send it as `Authorization: Bearer KEY`; never VLLM_API_KEY, the deployments' own",
+        default=None,
+    )
+    auth: Literal["key", "none"] = doc(
+        "key: every request needs endpoint.key; none: the endpoint takes requests without a key "
+        "(validate and up warn)",
+        default="key",
     )
 
 
@@ -147,6 +177,7 @@ class SpecFile:
     export: ExportSection | None = doc(
         "how other tools run the deployments (export.k8s: `spark-launch export k8s`)", default=None
     )
+    api: ApiSection = doc("where each deployment's API listens", default_factory=ApiSection)
 
 
 def spec_schema() -> dict[str, Any]:

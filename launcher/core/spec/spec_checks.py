@@ -14,7 +14,7 @@ from typing import Protocol
 from launcher.core.spec.container import check_container
 from launcher.core.spec.misplaced import runtime_ignored
 from launcher.core.spec.secrets import secret_name, secret_problems, token_kind
-from launcher.core.spec.sections import ModelSection, Node, Spec, VllmSection
+from launcher.core.spec.sections import LISTEN_WORDS, ApiSection, ModelSection, Node, Spec, VllmSection
 from launcher.core.spec.versions import is_version
 from launcher.errors import Problem
 
@@ -49,6 +49,8 @@ class Common(Protocol):
     def secrets(self) -> tuple[str, ...]: ...
     @property
     def ssh_config(self) -> str | None: ...
+    @property
+    def api(self) -> ApiSection: ...
 
 
 def check_spec(spec: Spec) -> list[Problem]:
@@ -64,7 +66,7 @@ def check_model(model: ModelSection, vllm: VllmSection) -> list[Problem]:
 def check_common(spec: Common) -> list[Problem]:
     """Problems of what every deployment shares: the name, vLLM, the nodes, env, secrets, ssh."""
     problems = [*_check_top(spec), *_check_vllm(spec.vllm), *check_nodes(spec.nodes)]
-    problems += _check_env(spec) + runtime_ignored(spec.vllm)
+    problems += _check_env(spec) + runtime_ignored(spec.vllm) + _check_listen(spec)
     if spec.ssh_config is not None:
         problems += _one_line(("ssh_config",), spec.ssh_config)
         if spec.ssh_config.startswith("~") and not spec.ssh_config.startswith("~/"):
@@ -255,6 +257,26 @@ def _check_address(where: tuple[str | int, ...], address: str) -> list[Problem]:
         return [Problem(where, f"{address!r}: the scope {scope!r} is not a network device name", hint)]
     if ip.is_unspecified or ip.is_multicast:
         return [Problem(where, f"{address!r} is not the address of one node", hint)]
+    return []
+
+
+def _check_listen(spec: Common) -> list[Problem]:
+    """api.listen: a word, or an IP address of one node (never a name: vLLM binds it as given)."""
+    listen = spec.api.listen
+    where = ("api", "listen")
+    hint = "loopback, fabric, all, or an IP address of the rank 0 node"
+    if listen is None or listen in LISTEN_WORDS:
+        return []
+    try:
+        ip = ipaddress.ip_address(listen)
+    except ValueError:
+        return [Problem(where, f"{listen!r} is neither {', '.join(LISTEN_WORDS)} nor an IP address", hint)]
+    if ip.is_unspecified:
+        return [Problem(where, f"{listen!r} is every interface", "write `all` to mean it")]
+    if ip.is_multicast:
+        return [Problem(where, f"{listen!r} is not the address of one node", hint)]
+    if ip.is_loopback:
+        return [Problem(where, f"{listen!r} is the loopback address", "write `loopback` to mean it")]
     return []
 
 

@@ -12,6 +12,75 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+# The long aliases vLLM really has beside an option's own flags (as the committed catalogs show
+# them; tests/core/vllm/test_catalog_reading.py holds this table to them). A learned catalog may
+# give an option its own flags (`own_flags`) and these, nothing else.
+ALIASES: dict[str, frozenset[str]] = {"gpu_memory_utilization": frozenset({"--device-memory-utilization"})}
+
+# Options that load code or open files on the nodes (the model's own Python, a class or module by
+# name, a plugin, a file or folder path, a remote revision, a connector) or open the server to
+# more than the API: never rendered unless the spec sets them itself.
+CODE_OR_FILES = frozenset(
+    {
+        "trust_remote_code",
+        "trust_request_chat_template",
+        "trust_request_mm_kwargs",
+        "code_revision",
+        "revision",
+        "tokenizer_revision",
+        "tokenizer",
+        "hf_overrides",
+        "hf_config_path",
+        "model_class_overrides",
+        "worker_cls",
+        "worker_extension_cls",
+        "scheduler_cls",
+        "logits_processors",
+        "middleware",
+        "tool_parser_plugin",
+        "reasoning_parser_plugin",
+        "io_processor_plugin",
+        "tool_server",
+        "load_format",
+        "model_loader_extra_config",
+        "download_dir",
+        "chat_template",
+        "generation_config",
+        "allowed_local_media_path",
+        "allowed_media_domains",
+        "lora_modules",
+        "default_mm_loras",
+        "kv_transfer_config",
+        "ec_transfer_config",
+        "kv_events_config",
+        "log_config_file",
+        "config",
+        "ssl_keyfile",
+        "ssl_certfile",
+        "ssl_ca_certs",
+        "uds",
+        "otlp_traces_endpoint",
+        "profiler_config",
+        "mm_encoder_fp8_scale_path",
+        "mm_encoder_fp8_scale_save_path",
+        "pt_load_map_location",
+    }
+)
+
+
+def own_flags(key: str) -> frozenset[str]:
+    """The flags that may stand for option `key`: `--key` (`_` as `-`) and its `--no-` form; for
+    `enable_x` and `disable_x` also the other word and its `--no-` form (vLLM 0.33 pairs them);
+    and the aliases vLLM has (ALIASES)."""
+    word = key.replace("_", "-")
+    stems = [word]
+    for mine, other in (("enable-", "disable-"), ("disable-", "enable-")):
+        if word.startswith(mine):
+            stems.append(other + word[len(mine) :])
+    return frozenset(f"--{prefix}{stem}" for stem in stems for prefix in ("", "no-")) | ALIASES.get(
+        key, frozenset()
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class Bounds:

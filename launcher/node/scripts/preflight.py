@@ -4,8 +4,9 @@ Runs under the node's own vLLM Python (torch is all it imports; it starts no vLL
 exactly the environment the plan gives vLLM there, one process per node:
 
 1. rendezvous: rank 0 (the head) serves a torch TCPStore on a free port of its own (found
-   first by `port`, so that every node starts at once); the others connect to it at the
-   master address, retrying until it listens;
+   first by `port`, so that every node starts at once), bound to the master address only (a
+   store torch binds itself listens on every interface, and anyone reaching it could forge a
+   pass); the others connect to it at the master address, retrying until it listens;
 2. connections: every node listens as vLLM's message queues do (a random port on its
    VLLM_HOST_IP) and connects to the nodes vLLM would connect to from here, each in the
    direction vLLM uses; every node reports what it reached: ok, refused or timed out;
@@ -78,18 +79,39 @@ def rendezvous(ask: dict[str, Any], dist: Any) -> Any:
     timeout = timedelta(seconds=float(ask["group_timeout"]))
     if rank == 0:
         try:
+            bound = bound_listener(ask["master"], int(ask["port"]))
+        except OSError as exc:  # the port was taken since it was found free
+            fail(f"cannot serve the store on {ask['master']}:{ask['port']}: {exc.strerror or exc}")
+        try:
             store = dist.TCPStore(
-                ask["master"], int(ask["port"]), world, True, timeout=timeout, wait_for_workers=False
+                ask["master"],
+                int(ask["port"]),
+                world,
+                True,
+                timeout=timeout,
+                wait_for_workers=False,
+                master_listen_fd=bound.fileno(),
             )
-        except Exception as exc:  # the port was taken since it was found free
-            fail(f"cannot serve the store on port {ask['port']}: {_short(exc)}")
-        emit(event="listening", port=store.port)
+        except Exception as exc:  # torch raises its own store errors: say which and why
+            fail(f"cannot serve the store on {ask['master']}:{ask['port']}: {_short(exc)}")
+        SHARED["listener"] = bound  # the store serves on it: kept open as long as the store
+        emit(event="listening", port=store.port, address=ask["master"])
         return store
     stage("rendezvous", f"connecting to {ask['master']}:{ask['port']}")
     try:
         return dist.TCPStore(ask["master"], int(ask["port"]), world, False, timeout=timeout)
     except Exception as exc:  # torch raises its own store errors: say which and why
         fail(f"cannot reach the head's store at {ask['master']}:{ask['port']}: {_short(exc)}")
+
+
+def bound_listener(address: str, port: int) -> socket.socket:
+    """A listening socket on `address` alone, for the store to serve on (torch's own binds every
+    interface whatever address it is given)."""
+    server = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((address, port))
+    server.listen(128)
+    return server
 
 
 def listen(address: str) -> socket.socket:
@@ -286,7 +308,7 @@ def preflight(directory: str, ask: dict[str, Any]) -> None:
 def free_port(address: str) -> None:
     """A port free on this node right now, for the head's store (so every node can start at once)."""
     with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
+        sock.bind((address, 0))
         emit(ok=True, port=sock.getsockname()[1])
 
 

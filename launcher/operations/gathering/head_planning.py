@@ -10,7 +10,10 @@ export systemd, `plan --from-head`). Nothing extra is asked when this machine ha
 - the flag catalog of a build without a committed one: the build's identity (its version,
   the fingerprint of its files, or the image id) in that same call, then the catalog the
   operator's cache holds for that build, or one learned from the build's own vLLM (the
-  generator `make catalogs` runs, sent as a node script): once per build.
+  generator `make catalogs` runs, sent as a node script): once per build. It is learned from
+  EVERY node of the file at once and read strictly (`core.answers.catalog_answer`: each
+  option's flags its key's own), and the nodes must give the same catalog: one that differs
+  is named (exit 3), and nothing is kept.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from typing import Any
 
 from launcher.cache import learned_catalog, save_catalog, save_model_files
 from launcher.core import remote
+from launcher.core.answers.catalog_answer import catalog_document, differences
 from launcher.core.answers.planning_answer import planned
+from launcher.core.answers.read import loads
 from launcher.core.fleet_plan import Fleet
 from launcher.core.plan import PlanProblems
 from launcher.core.spec.deployments import deployment_specs
@@ -31,14 +36,24 @@ from launcher.core.vllm.catalog import Catalog, catalog_from_dict
 from launcher.core.vllm.models import ModelFiles
 from launcher.core.vllm.releases import Release, same_release
 from launcher.core.vllm.sources import Sources
-from launcher.errors import Problem
+from launcher.errors import ExitStatus, Problem, SparkLaunchError
 from launcher.load import committed_catalog, fleet_of, local_model_files
 from launcher.node.agent import Agent
-from launcher.node.executor import Executor, NodeError
+from launcher.node.executor import Executor, NodeError, fan_out
 from launcher.node.scripts.learn_catalog import MARKER as CATALOG_MARKER
 from launcher.operations.reporter import Reporter
 
-__all__ = ["HeadInputs", "fleet_for_nodes", "learn_catalog"]
+__all__ = ["CatalogsDiffer", "HeadInputs", "fleet_for_nodes", "learn_catalog"]
+
+
+class CatalogsDiffer(SparkLaunchError):
+    """The nodes' own vLLM builds gave different flag catalogs: they do not hold the same build."""
+
+    exit_status = ExitStatus.NODES_DISAGREE
+
+    def __init__(self, node: str, message: str, hint: str) -> None:
+        super().__init__(message, hint)
+        self.node = node
 
 
 def fleet_for_nodes(
@@ -151,39 +166,74 @@ def _learned(
         )
     found = learned_catalog(version, fingerprint)
     if found is not None:
-        return found[0], f"learned from {found[1].get('node', head)}'s own vLLM earlier (cached)"
+        cached = f"learned from {_learned_from(found[1], head)}'s own vLLM earlier (cached)"
+        reporter.info(f"the flags of vLLM {version}: the catalog {cached}")
+        return found[0], cached
+    names = [n.name for n in spec.nodes]
     reporter.info(
-        f"learning the flags of vLLM {version} ({release.rules_of}'s rules) from {head}'s own vLLM: "
-        "no catalog for this build here yet (once per build)"
+        f"learning the flags of vLLM {version} ({release.rules_of}'s rules) from the own vLLM of "
+        f"{', '.join(names)}: no catalog for this build here yet (once per build)"
     )
     began = time.monotonic()
-    data = learn_catalog(agent, spec)
+    data = _learn_everywhere(agent.executor, spec, names)
     seconds = time.monotonic() - began
     learned = {
         "node": head,
+        "nodes": names,
         "version": reported or version,
         "build": fingerprint,
         "seconds": round(seconds, 1),
     }
     save_catalog(version, fingerprint, data, learned)
-    return catalog_from_dict(data, f"learned from {head}'s own vLLM {learned['version']}"), (
-        f"learned from {head}'s own vLLM now ({seconds:.1f} s)"
+    whence = _learned_from(learned, head)
+    return catalog_from_dict(data, f"learned from {whence}'s own vLLM {learned['version']}"), (
+        f"learned from {whence}'s own vLLM now ({seconds:.1f} s)"
     )
+
+
+def _learned_from(learned: dict[str, Any], head: str) -> str:
+    """The nodes a catalog was learned from, for people: `n1, n2`."""
+    nodes = learned.get("nodes")
+    if isinstance(nodes, list) and nodes and all(isinstance(n, str) for n in nodes):
+        return ", ".join(nodes)
+    return str(learned.get("node") or head)
+
+
+def _learn_everywhere(executor: Executor, spec: SpecFile, names: list[str]) -> dict[str, Any]:
+    """The catalog of every node's own vLLM, at once; the head's when all agree (CatalogsDiffer
+    naming the first node that does not; a node's error, naming it, when one cannot answer)."""
+    found = fan_out(names, lambda name: learn_catalog(Agent(executor, spec.name, name), spec))
+    for name in names:  # rank order: the head's error first
+        answer = found[name]
+        if isinstance(answer, SparkLaunchError):
+            raise answer
+    head, data = names[0], found[names[0]]
+    assert isinstance(data, dict)
+    for name in names[1:]:
+        other = found[name]
+        assert isinstance(other, dict)
+        if other != data:
+            raise CatalogsDiffer(
+                name,
+                f"node {name}: its vLLM's flag catalog differs from {head}'s "
+                f"({', '.join(differences(data, other))}): the nodes do not hold the same vLLM build",
+                "install the same vLLM build on every node (`spark-launch check` compares them)",
+            )
+    return data
 
 
 def learn_catalog(agent: Agent, spec: Spec | SpecFile) -> dict[str, Any]:
     """The catalog of the node's own vLLM (its runtime as the spec says): the generator of
-    `make catalogs`, run there with vLLM's own python; checked to be a catalog."""
+    `make catalogs`, run there with vLLM's own python; read strictly, like every node's answer
+    (`core.answers.catalog_answer`): a forged option is a NodeError naming the node."""
     result = agent.run(remote.catalog_call(spec.vllm, spec.name))
     lines = [line for line in result.stdout.splitlines() if line.startswith(CATALOG_MARKER)]
-    try:
-        data: dict[str, Any] = json.loads(lines[-1][len(CATALOG_MARKER) :])
-        catalog_from_dict(data)
-    except (IndexError, ValueError, KeyError, TypeError, AttributeError):
+    if not lines:
         tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
         raise NodeError(
             agent.node,
             f"its vLLM could not write its flag catalog: {' / '.join(tail) or f'exit {result.exited}'}",
             "run `spark-launch check` again; if it persists, set vllm.flags_from to a supported release",
-        ) from None
-    return data
+        )
+    with agent.reading("the node script learn_catalog"):
+        return catalog_document(loads(lines[-1][len(CATALOG_MARKER) :]))

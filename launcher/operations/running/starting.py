@@ -232,7 +232,11 @@ def _stop_what_answers(cluster: Cluster, options: UpOptions) -> str:
 
 
 def _url(cluster: Cluster) -> str:
-    return f"http://{cluster.head.address}:{cluster.plan.api_port}/v1"
+    """Where the API serves: the address it binds (127.0.0.1: on the head itself), the head's
+    address for every interface."""
+    listen = cluster.plan.api_listen
+    host = cluster.head.address if listen in ("0.0.0.0", "::") else listen
+    return f"http://{f'[{host}]' if ':' in host else host}:{cluster.plan.api_port}/v1"
 
 
 def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float, run: Run) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from launcher.core.serving.supervision import Event, RestartPolicy
-from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.errors import ExitStatus, SparkLaunchError, one_line
 from launcher.node.cluster import Cluster
 from launcher.operations.evidence import capture
 from launcher.operations.receipt_store import add_evidence
@@ -95,12 +95,11 @@ def supervise(
     try:
         _stop_a_partial_run(cluster, options, say)
         while not _asked(stopping):
-            trouble = _start(cluster, secret_values, options, say, reporter) or watch(
-                cluster, options.interval, options.deadline, say, reporter, clock
-            )
+            trouble, run_id = _start(cluster, secret_values, options, say, reporter)
+            trouble = trouble or watch(cluster, options.interval, options.deadline, say, reporter, clock)
             if _asked(stopping):
                 break
-            _keep_evidence(cluster, secret_values, trouble, say)
+            _keep_evidence(cluster, secret_values, trouble, run_id, say)
             delay = policy.delay(restarts, clock())
             if delay is None:
                 raise _give_up(cluster, options, say, trouble, len(policy.recent(restarts, clock())))
@@ -144,25 +143,43 @@ def _stop_a_partial_run(cluster: Cluster, options: SuperviseOptions, say: Say) -
 
 def _start(
     cluster: Cluster, secret_values: dict[str, str], options: SuperviseOptions, say: Say, reporter: Reporter
-) -> Trouble | None:
-    """`up` (every rank, with its check); the trouble when it fails, None once it serves."""
+) -> tuple[Trouble | None, str | None]:
+    """`up` (every rank, with its check): the trouble when it fails (None once it serves), and the
+    run it serves (the one `up` started, else the one already running, as the head's state says)."""
     try:
         result = up(cluster, secret_values, options.up, reporter)
     except (PlanConflict, Interrupted):
         raise
     except SparkLaunchError as exc:
         first = exc.message.splitlines()[0] if exc.message else type(exc).__name__
-        return Trouble(getattr(exc, "node", None), "start failed", first, exc.exit_status)
+        return Trouble(getattr(exc, "node", None), "start failed", first, exc.exit_status), None
     say(None, "serving", result.message, f"watch it (the watchdog every {options.interval:.0f} s)")
-    return None
+    return None, result.run_id or _running_run(cluster)
 
 
-def _keep_evidence(cluster: Cluster, secret_values: dict[str, str], trouble: Trouble, say: Say) -> None:
-    """Before any rank is stopped: every rank's stacks and log tail, into the run's receipt."""
+def _running_run(cluster: Cluster) -> str | None:
+    """The run every rank runs (read strictly: a run id of the launcher's own format), or None."""
+    try:
+        found = {n.run_id for n in status(cluster, deadline=None).nodes}
+    except SparkLaunchError:
+        return None
+    return found.pop() if len(found) == 1 else None
+
+
+def _keep_evidence(
+    cluster: Cluster, secret_values: dict[str, str], trouble: Trouble, run_id: str | None, say: Say
+) -> None:
+    """Before any rank is stopped: every rank's stacks and log tail, into the receipt of the run
+    supervise started. Whatever goes wrong here is said as an event, and supervision goes on."""
     if trouble.what == "start failed":  # `up` kept its own evidence and stopped every rank
         return
-    found = capture(cluster, f"{trouble.what}: {trouble.why}", secret_values)
-    kept = found.run_id is not None and add_evidence(cluster, found.run_id, found.entry)
+    try:
+        found = capture(cluster, f"{trouble.what}: {trouble.why}", secret_values, run_id)
+        kept = found.run_id is not None and add_evidence(cluster, found.run_id, found.entry)
+    except Exception as exc:  # evidence is worth having, never worth ending the supervision over
+        why = exc.message if isinstance(exc, SparkLaunchError) else f"{type(exc).__name__}: {exc}"
+        say(trouble.node, "not captured", one_line(why), "restart without it")
+        return
     receipt = f"the receipt of run {found.run_id}, and " if kept else ""
     say(trouble.node, "captured", found.said(), f"kept in {receipt}{', '.join(found.files) or 'no file'}")
 

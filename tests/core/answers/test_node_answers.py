@@ -179,9 +179,15 @@ CASES: list[tuple[str, Callable[[object], object], object, str]] = [
         "has no 'run_id'",
     ),
     (
+        "a run id that climbs out",
+        run_answer.started,
+        {"ok": True, "state": {"run_id": "../../.vim/plugin", "digest": "d"}},
+        "is not a run id of the launcher's",
+    ),
+    (
         "a pid of 0",
         run_answer.started,
-        {"ok": True, "state": {"run_id": "r", "digest": "d", "pid": 0}},
+        {"ok": True, "state": {"run_id": "20260101-000000-abcd", "digest": "d", "pid": 0}},
         "out of range",
     ),
     (

@@ -251,6 +251,7 @@ def _data(cluster: Cluster) -> dict[str, Any]:
     data.update(name=cluster.spec.name, secrets=list(cluster.spec.secrets))
     data["vllm"]["venv"] = cluster.spec.vllm.venv
     data["serve"]["port"] = cluster.plan.api_port
+    data["api"] = {"listen": "loopback"}  # where the fake listens, as the cluster's own spec says
     return data
 
 

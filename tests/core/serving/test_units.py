@@ -55,7 +55,7 @@ def test_the_unit_runs_supervise_after_the_network_is_online() -> None:
 def test_the_unit_holds_the_secrets_names_never_their_values() -> None:
     text = export()
     assert SECRET not in text
-    assert "Secrets (HF_TOKEN) come from /etc/spark-launch/spark-pair.env" in text
+    assert "Secrets (HF_TOKEN, VLLM_API_KEY) come from /etc/spark-launch/spark-pair.env" in text
 
 
 def test_systemd_accepts_the_unit(tmp_path: Path) -> None:

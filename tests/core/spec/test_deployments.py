@@ -73,20 +73,18 @@ def test_the_endpoint_routes_each_served_name_to_its_deployments_head() -> None:
     assert endpoint is not None and endpoint.url == "http://10.0.0.1:9000/v1"
     config = json.loads(endpoint.config)
     routes = {m["model_name"]: m["litellm_params"]["api_base"] for m in config["model_list"]}
-    assert routes == {"qwen3-next": "http://10.0.0.1:8000/v1", "qwen3-4b": "http://10.0.0.2:8001/v1"}
+    # big's API is on spark-1's loopback, beside the endpoint; small's on spark-2's address
+    assert routes == {"qwen3-next": "http://127.0.0.1:8000/v1", "qwen3-4b": "http://10.0.0.2:8001/v1"}
     assert endpoint.argv[-4:] == ("--host", "10.0.0.1", "--port", "9000")
-    assert "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY" in endpoint.env  # no key: as the deployments
+    assert "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY" not in endpoint.env
 
 
-def test_with_an_api_key_the_endpoint_takes_the_same_key_and_keeps_its_value_out(tmp_path: Path) -> None:
-    data = multi()
-    data["secrets"] = ["HF_TOKEN", "VLLM_API_KEY"]
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(data))
-    endpoint = plan_fleet(path).endpoint
-    assert endpoint is not None and endpoint.secrets == ("VLLM_API_KEY",)
+def test_the_endpoints_client_key_is_its_own_secret_and_the_deployments_key_is_what_it_sends_them() -> None:
+    endpoint = plan_fleet(MULTI).endpoint
+    assert endpoint is not None and endpoint.key == "SPARK_ENDPOINT_KEY"
+    assert endpoint.secrets == ("VLLM_API_KEY", "SPARK_ENDPOINT_KEY") and endpoint.warnings == ()
     config = json.loads(endpoint.config)
-    assert config["general_settings"]["master_key"] == "os.environ/VLLM_API_KEY"
+    assert config["general_settings"]["master_key"] == "os.environ/SPARK_ENDPOINT_KEY"
     assert all(m["litellm_params"]["api_key"] == "os.environ/VLLM_API_KEY" for m in config["model_list"])
     assert "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY" not in endpoint.env
 
