@@ -99,8 +99,10 @@ MAPPING = {
     "0.33.0.dev12+gabcdef0": ("0.32.0", None, "a development build toward 0.33.0, after release 0.32.0"),
     "0.33.0rc1": ("0.32.0", None, "a pre-release of 0.33.0, after release 0.32.0"),
     "0.32.0.post1": ("0.32.0", None, "a post-release of 0.32.0: the rules of 0.32.0 apply"),
-    "0.34.0": ("0.33.0", None, "release 0.34.0, after release 0.33.0, the newest spark-launch was tested"),
-    "0.34.0rc2": ("0.33.0", None, "a pre-release of 0.34.0, after release 0.33.0, the newest"),
+    "0.34.0": ("0.34.0", "0.34.0", None),
+    "0.34.0+cu130": ("0.34.0", "0.34.0", "local label +cu130"),
+    "0.34.0rc2": ("0.33.0", None, "a pre-release of 0.34.0, after release 0.33.0"),
+    "0.35.0": ("0.34.0", None, "release 0.35.0, after release 0.34.0, the newest spark-launch was tested"),
 }
 
 
