@@ -31,7 +31,7 @@ from launcher.core.vllm.releases import same_release
 from launcher.node.agent import Agent
 from launcher.node.scripts.probe import MARKER
 from tests.conformance import cases
-from tests.conformance.conftest import RELEASES, Answers, probe_file, venv_for
+from tests.conformance.conftest import RELEASES, Answers, cpu_env, probe_file, venv_for
 from tests.conftest import base_spec, edit, spec_of
 from tests.fakes.local import LocalExecutor
 
@@ -170,7 +170,7 @@ def test_rendered_command_survives_a_real_shell(answers: Callable[[str], Answers
         capture_output=True,
         text=True,
         check=False,
-        env={"VLLM_TARGET_DEVICE": "cpu", "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        env={**cpu_env(version), "PATH": "/usr/bin:/bin"},
     )
     (out,) = [json.loads(x[len(MARKER) :]) for x in done.stdout.splitlines() if x.startswith(MARKER)]
     assert out["ok"], out.get("error")
