@@ -12,7 +12,7 @@ RELEASES := $(patsubst launcher/catalogs/vllm-%.json,%,$(wildcard launcher/catal
 FAST := not conformance and not testbed and not vllm_server
 E2E  := not conformance and (testbed or vllm_server)
 
-.PHONY: install dev system-deps vllm-venvs router-venv setup test fast conformance e2e lint format plan \
+.PHONY: install dev system-deps vllm-venvs router-venv lock setup test fast conformance e2e lint format plan \
         validate catalogs release golden bench fuzz testbed testbed-down demo demo-down up down status logs \
         verify check
 
@@ -20,9 +20,9 @@ install: $(BIN)/spark-launch                        ## the launcher alone in .ve
 $(BIN)/spark-launch: pyproject.toml
 	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e . && touch $@
 
-dev: $(BIN)/pytest                                  ## the launcher and its dev tools (tests, lint) in .venv
-$(BIN)/pytest: pyproject.toml
-	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q -e '.[dev]' && touch $@
+dev: $(BIN)/pytest                                  ## the launcher and its dev tools, from the hashed lock, in .venv
+$(BIN)/pytest: pyproject.toml requirements/ci.lock
+	$(PYTHON) -m venv $(VENV) && $(BIN)/pip install -q --require-hashes --no-deps --only-binary :all: -r requirements/ci.lock && $(BIN)/pip install -q --no-deps --no-build-isolation -e . && touch $@
 
 system-deps:                                        ## Python 3.11/3.12, g++, git, sshd, rsync, docker (kept stopped)... (root)
 	scripts/system-deps.sh
@@ -30,8 +30,11 @@ system-deps:                                        ## Python 3.11/3.12, g++, gi
 vllm-venvs:                                         ## the real vLLM releases, cached by version and Python
 	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
-router-venv:                                        ## the endpoint's pinned router (LiteLLM proxy), cached by version
+router-venv:                                        ## the endpoint's router (LiteLLM proxy), from its hashed lock
 	scripts/router-venv.sh
+
+lock:                                               ## rewrite the hashed locks (CI's, the router's) from the index
+	scripts/lock-ci.sh && scripts/lock-router.sh
 
 setup: system-deps dev vllm-venvs router-venv       ## everything the tests need, on a fresh machine
 
@@ -66,8 +69,8 @@ release: dev                                        ## add or refresh one releas
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=0.34.0" >&2; exit 2; }
 	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
 
-golden: dev                                         ## rewrite golden plans after an intended change
-	$(BIN)/pytest tests/test_configs.py --update-golden
+golden: dev                                         ## rewrite golden plans and manifests after an intended change
+	$(BIN)/pytest tests/core/test_configs.py tests/commands/test_export_k8s.py --update-golden
 
 bench: install                                      ## cold-start time of `plan`
 	$(BIN)/python bench/plan_startup.py

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from launcher.core.checks.budget import gib  # noqa: E402
-from launcher.core.checks.memory import budgets, memory_rows  # noqa: E402
+from launcher.core.checks.memory_rows import budgets, memory_rows  # noqa: E402
 from launcher.load import plan_file  # noqa: E402
 from launcher.node.scripts.memory import parse_gpu_query, parse_meminfo  # noqa: E402
 

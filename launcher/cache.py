@@ -17,12 +17,12 @@ import contextlib
 import json
 import os
 import time
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 from launcher.core.vllm.catalog import Catalog, catalog_from_dict
 from launcher.core.vllm.models import ModelFiles
-from launcher.digest import sha256
 
 
 def root() -> Path:

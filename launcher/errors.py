@@ -5,8 +5,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Sequence
-
-from launcher.records import record
+from dataclasses import dataclass
 
 
 class ExitStatus(enum.IntEnum):
@@ -77,7 +76,7 @@ class InputError(SparkLaunchError):
     exit_status = ExitStatus.BAD_SPEC
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with a spec, located by its key path (e.g. ("serve", "port"))."""
 

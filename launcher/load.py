@@ -11,26 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.cache import cached_model_files, learned_catalog
 from launcher.catalogs import known_versions, load_catalog
-from launcher.core.fleet import Fleet, build_fleet, port_problems
+from launcher.core.fleet_plan import Fleet, build_fleet, port_problems
 from launcher.core.plan import Plan, PlanProblems, build_plan
-from launcher.core.spec.checks import release_problem
 from launcher.core.spec.deployments import deployment_specs, relocate
 from launcher.core.spec.sections import Spec, SpecFile
+from launcher.core.spec.spec_checks import release_problem
 from launcher.core.spec.validate import validate_file
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
 from launcher.core.vllm.releases import Release, UnknownRules, release_for
-from launcher.digest import sha256
 from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
 
 if TYPE_CHECKING:  # only --compare-release needs it: not paid by every plan
-    from launcher.core.receipts.release import Comparison
+    from launcher.core.receipts.upgrade import Comparison
 
 
 class UnknownRelease(SparkLaunchError):
@@ -259,7 +259,7 @@ def plan_file(path: str | Path) -> tuple[Spec, Plan]:
 
 def compare_file(path: str | Path, version: str) -> Comparison:
     """Plan a spec file for its release and for `version`; what moving to `version` changes."""
-    from launcher.core.receipts.release import compare_release
+    from launcher.core.receipts.upgrade import compare_release
 
     spec, plan = plan_file(path)
     if version not in known_versions():

@@ -1,24 +1,40 @@
 #!/usr/bin/env bash
-# Build (or reuse) a cached venv holding the endpoint's router: LiteLLM's proxy, pinned exactly
-# (launcher/core/endpoint.py, ROUTER_PIN). Usage: scripts/router-venv.sh [VERSION] -> prints the path.
-# On a node: run it there (python3 and PyPI), then set endpoint.venv to the path it prints
-# (or copy the venv to a path of your choice with the same Python).
-# The cache key is the version plus this script's own hash: a second run is instant.
+# Build (or reuse) a cached venv holding the endpoint's router: LiteLLM's proxy and every package
+# it needs, installed from router-requirements.txt beside this script alone: each pinned to one
+# version, wheels only, every file checked against its recorded sha256 (pip refuses any other
+# file, and any package the file does not name). scripts/lock-router.sh rewrites that file.
+# Usage: scripts/router-venv.sh [--where] -> prints the venv's path (--where: the path only).
+# On a node: copy this script and router-requirements.txt there, run it (python3, and pip's
+# index reachable), then set endpoint.venv to the path it prints.
+# The cache key is LiteLLM's version, the Python's and the hash of this script and the
+# requirements file: a second run is instant, a new lock builds anew.
 set -euo pipefail
-version=${1:-1.106.12}
+where=no
+if [ "${1:-}" = --where ]; then where=yes; shift; fi
 cache=${SPARK_LAUNCH_CACHE:-$HOME/.cache/spark-launch}
 here=$(cd "$(dirname "$0")" && pwd)
-key=$(sha256sum "$here/router-venv.sh" | cut -c1-12)
-venv="$cache/venvs/router-litellm-$version-$key"
+requirements="$here/router-requirements.txt"
+[ -f "$requirements" ] || { echo "router-venv.sh: $requirements is missing: copy it beside this script" >&2; exit 1; }
+version=$(sed -n 's/^litellm==\([^ ]*\) .*/\1/p' "$requirements")
+[ -n "$version" ] || { echo "router-venv.sh: no litellm pin in $requirements" >&2; exit 1; }
 python=${PYTHON:-python3}
+python_version=$("$python" -c 'import sys; print("py%d.%d" % sys.version_info[:2])')
+target="$(uname -m)-${python_version#py}"
+case " $(sed -n 's/^# targets: //p' "$requirements") " in
+  *" $target "*) ;;
+  *) echo "router-venv.sh: $requirements has no wheels for $target (CPU-Python): lock them with" \
+       "ROUTER_TARGETS=\"... $target\" scripts/lock-router.sh, or set PYTHON to a Python it has" >&2; exit 1 ;;
+esac
+key=$(cat "$here/router-venv.sh" "$requirements" | sha256sum | cut -c1-12)
+venv="$cache/venvs/router-litellm-$version-$python_version-$key"
 
-if [ -f "$venv/.complete" ]; then echo "$venv"; exit 0; fi
+if [ "$where" = yes ] || [ -f "$venv/.complete" ]; then echo "$venv"; exit 0; fi
 rm -rf "$venv"
 mkdir -p "$cache/venvs"
 "$python" -m venv "$venv" >&2
-"$venv/bin/pip" install -q --upgrade pip >&2
-# 1.107.0 was a compromised release (withdrawn); later releases need packages this index lacks.
-"$venv/bin/pip" install -q "litellm[proxy]==$version" >&2
+# The venv's own pip (the one its Python ships): nothing is installed but what the file names.
+"$venv/bin/python" -m pip install -q --require-hashes --no-deps --only-binary :all: -r "$requirements" >&2
+"$venv/bin/python" -m pip check >&2
 "$venv/bin/python" -c 'import importlib.metadata as m, sys; v = m.version("litellm"); sys.exit(0 if v == sys.argv[1] else v)' "$version"
 touch "$venv/.complete"
 echo "$venv"

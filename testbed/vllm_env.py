@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -66,11 +65,13 @@ def ensure_venv(timeout: float = 1800.0) -> Path:
 
 
 def ensure_router(timeout: float = 1800.0) -> Path:
-    """The endpoint router's venv (scripts/router-venv.sh, cached by version): minutes the first time."""
-    cache = Path(os.environ.get("SPARK_LAUNCH_CACHE", Path.home() / ".cache/spark-launch"))
-    key = hashlib.sha256(ROUTER_SCRIPT.read_bytes()).hexdigest()[:12]
-    for venv in (cache / "venvs").glob(f"router-litellm-*-{key}"):
-        wait_for_other_build(venv, timeout)
+    """The endpoint router's venv (scripts/router-venv.sh, from its hashed lock, cached by the lock's
+    hash): a minute the first time."""
+    where = subprocess.run(
+        ["bash", str(ROUTER_SCRIPT), "--where"], stdout=subprocess.PIPE, text=True, check=False
+    )
+    if where.returncode == 0 and where.stdout.strip():
+        wait_for_other_build(Path(where.stdout.strip()), timeout)
     proc = subprocess.run(["bash", str(ROUTER_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
     built = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
     if proc.returncode != 0 or built is None or not (built / "bin" / "litellm").exists():

@@ -1,12 +1,12 @@
-"""The layers, checked: each package imports only what its layer may, and the core does no I/O.
+"""The layers, checked: one test per rule, each naming every module that breaks it.
 
-    records, digest  <-  errors  <-  core  <-  node  <-  commands  <-  cli
-                                       ^-- load, catalogs (the planning path's file reads)
+    errors  <-  core  <-  node  <-  operations  <-  commands  <-  cli
+                  ^-- load, cache, catalogs (this machine's reads on the planning path)
 
 The core turns values into values (no environment, files, printing, clock, subprocess,
-sockets), the node side never reaches up into the commands, nothing imports click (the
-command line is the launcher's own, `launcher.cli.commandline`), and only node/ssh.py imports
-fabric/paramiko.
+sockets); each layer imports only those below it; a verb imports no other verb (what verbs
+share is in operations); only the command line imports click, and only node/ssh.py imports
+fabric/paramiko; no two modules of the package share a name.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,29 @@ WORLDLY = {
 }
 WORLDLY_CALLS = {"print", "open", "input", "exec", "eval", "breakpoint", "__import__"}
 
+# Each layer, and the launcher packages and modules it may import besides its own.
+LAYERS = {
+    "launcher.core": ("launcher.errors",),
+    "launcher.node": ("launcher.core", "launcher.errors"),
+    "launcher.operations": (
+        "launcher.node",
+        "launcher.core",
+        "launcher.errors",
+        "launcher.load",
+        "launcher.cache",
+        "launcher.catalogs",
+    ),
+    "launcher.commands": (
+        "launcher.operations",
+        "launcher.node",
+        "launcher.core",
+        "launcher.errors",
+        "launcher.load",
+        "launcher.cache",
+        "launcher.catalogs",
+    ),
+}
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
@@ -82,53 +106,72 @@ def launcher_imports(path: Path) -> set[str]:
     return {n for n in imports_of(path) if n.split(".")[0] == "launcher"}
 
 
-def in_package(path: Path, package: str) -> bool:
-    return module_name(path) == package or module_name(path).startswith(package + ".")
+def within(name: str, *packages: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
 
 
 def files_of(package: str) -> list[Path]:
-    return [p for p in ALL if in_package(p, package)]
-
-
-def ids(paths: list[Path]) -> list[str]:
-    return [module_name(p) for p in paths]
-
-
-def allowed(name: str, *packages: str) -> bool:
-    return any(name == p or name.startswith(p + ".") for p in packages) or name in ("launcher",)
+    return [p for p in ALL if within(module_name(p), package)]
 
 
 CORE = files_of("launcher.core")
+OUTSIDE_THE_NODE_UNIT = [p for p in ALL if not within(module_name(p), "launcher.node.scripts")]
 
 
-@pytest.mark.parametrize("path", CORE, ids=ids(CORE))
-def test_the_core_imports_only_itself_and_the_bottom_layers(path: Path) -> None:
-    allowed_here = ("launcher.core", "launcher.errors", "launcher.records", "launcher.digest")
-    outside = {n for n in launcher_imports(path) if not allowed(n, *allowed_here)}
-    assert not outside, f"{module_name(path)} reaches out of the core: {sorted(outside)}"
-
-
-@pytest.mark.parametrize("path", CORE, ids=ids(CORE))
-def test_the_core_does_no_io(path: Path) -> None:
-    worldly = {n for n in imports_of(path) if n.split(".")[0] in WORLDLY}
-    calls = {
-        node.func.id
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in WORLDLY_CALLS
+@pytest.mark.parametrize("layer", sorted(LAYERS))
+def test_each_layer_imports_only_itself_and_the_layers_below(layer: str) -> None:
+    allowed = (layer, *LAYERS[layer])
+    offenders = {
+        module_name(p): sorted(n for n in launcher_imports(p) if n != "launcher" and not within(n, *allowed))
+        for p in files_of(layer)
     }
-    assert not worldly and not calls, f"{module_name(path)}: {sorted(worldly | calls)}"
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_errors_is_the_bottom_layer() -> None:
+    assert launcher_imports(PACKAGE / "errors.py") == set()
+
+
+def test_a_verb_imports_no_other_verb() -> None:
+    """What two verbs share belongs in launcher.operations, below both."""
+    verbs = files_of("launcher.commands")
+    offenders = {
+        module_name(p): sorted(
+            n for n in launcher_imports(p) if within(n, "launcher.commands") and not within(n, module_name(p))
+        )
+        for p in verbs
+        if p.name != "__init__.py"
+    }
+    assert {m: names for m, names in offenders.items() if names} == {}
+
+
+def test_the_core_does_no_io() -> None:
+    found = {}
+    for path in CORE:
+        worldly = {n.split(".")[0] for n in imports_of(path) if n.split(".")[0] in WORLDLY}
+        calls = {
+            node.func.id
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in WORLDLY_CALLS
+        }
+        if worldly or calls:
+            found[module_name(path)] = sorted(worldly | calls)
+    assert found == {}
 
 
 def test_importing_the_whole_core_loads_nothing_worldly() -> None:
-    """Through everything it imports (yaml included): no subprocess, socket, thread or network code."""
+    """Through everything it imports (yaml and packaging included): no subprocess, socket, thread
+    or network code, and nothing of the layers above."""
     modules = [module_name(p) for p in CORE]
     code = (
         "import sys\n"
         f"for m in {modules!r}: __import__(m)\n"
         "bad = {'subprocess', 'socket', 'threading', 'http.client', 'urllib.request', 'concurrent.futures',\n"
         "       'click', 'fabric', 'paramiko', 'prometheus_client', 'vllm', 'torch'} & set(sys.modules)\n"
-        "upper = ('launcher.node', 'launcher.commands', 'launcher.cli', 'launcher.load',\n"
-        "         'launcher.catalogs')\n"
+        "upper = ('launcher.node', 'launcher.operations', 'launcher.commands', 'launcher.cli',\n"
+        "         'launcher.load', 'launcher.catalogs')\n"
         "bad |= {m for m in sys.modules if m.startswith(upper)}\n"
         "print(sorted(bad))\n"
     )
@@ -142,56 +185,62 @@ def test_every_package_folder_is_a_package() -> None:
     assert [str(f.relative_to(ROOT)) for f in sorted(folders) if not (f / "__init__.py").exists()] == []
 
 
-def test_records_digest_and_errors_are_the_bottom_layers() -> None:
-    assert launcher_imports(PACKAGE / "records.py") == set()
-    assert launcher_imports(PACKAGE / "digest.py") == set()
-    assert launcher_imports(PACKAGE / "errors.py") <= {"launcher.records", "launcher.records.record"}
+def test_no_two_modules_share_a_name() -> None:
+    """One name per thing: `probe_answer`, `probe_rows` and the probe itself, not three `probe.py`."""
+    seen: dict[str, list[str]] = defaultdict(list)
+    for path in ALL:
+        if path.name != "__init__.py":
+            seen[path.stem].append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
 
 
-NODE = files_of("launcher.node")
+def test_only_the_command_line_imports_click() -> None:
+    importing = [p for p in ALL if "click" in {n.split(".")[0] for n in imports_of(p)}]
+    assert [module_name(p) for p in importing if not within(module_name(p), "launcher.cli")] == []
+    assert importing  # the rule still sees click where it is imported
 
 
-@pytest.mark.parametrize("path", NODE, ids=ids(NODE))
-def test_the_node_side_never_reaches_up_to_commands_or_cli(path: Path) -> None:
-    up = {
-        n for n in launcher_imports(path) if allowed(n, "launcher.commands", "launcher.cli", "launcher.load")
+def test_only_node_ssh_imports_fabric_and_paramiko() -> None:
+    offenders = [
+        module_name(p)
+        for p in ALL
+        if {n.split(".")[0] for n in imports_of(p)} & {"fabric", "paramiko", "invoke"}
+        and module_name(p) != "launcher.node.ssh"
+    ]
+    assert offenders == []
+
+
+def test_no_type_checking_stand_in_outside_the_node_scripts() -> None:
+    """`TYPE_CHECKING = False` saves a node's start the import of typing; the launcher loads typing
+    anyway, so there it only hides names: `from typing import TYPE_CHECKING`."""
+    offenders = [module_name(p) for p in OUTSIDE_THE_NODE_UNIT if "TYPE_CHECKING = False" in p.read_text()]
+    assert offenders == []
+
+
+def test_no_private_interpreter_module_is_imported() -> None:
+    """`_sha2`, `_thread` and the like are CPython's own, and may change without notice."""
+    offenders = {
+        module_name(p): sorted(
+            n for n in imports_of(p) if n.startswith("_") and n.split(".")[0] != "__future__"
+        )
+        for p in ALL
     }
-    assert not up, f"{module_name(path)}: {sorted(up)}"
-
-
-COMMANDS = files_of("launcher.commands")
-
-
-@pytest.mark.parametrize("path", COMMANDS, ids=ids(COMMANDS))
-def test_commands_never_import_the_cli(path: Path) -> None:
-    assert not {n for n in launcher_imports(path) if allowed(n, "launcher.cli")}
-
-
-@pytest.mark.parametrize("path", ALL, ids=ids(ALL))
-def test_no_click_and_ssh_only_in_node_ssh(path: Path) -> None:
-    roots = {n.split(".")[0] for n in imports_of(path)}
-    assert "click" not in roots  # not a dependency: the command line is launcher.cli.commandline
-    if module_name(path) != "launcher.node.ssh":
-        assert not roots & {"fabric", "paramiko", "invoke"}
+    assert {m: names for m, names in offenders.items() if names} == {}
 
 
 NODE_SCRIPTS = sorted(p for p in SCRIPTS.glob("*.py") if p.name != "__init__.py")
+EXTRA = {"probe": {"vllm"}, "learn_catalog": {"vllm"}, "traits": {"vllm"}, "preflight": {"torch"}}
 
 
-def _libraries() -> tuple[str, ...]:
-    from launcher.node.scripts import LIBRARIES
-
-    return LIBRARIES
-
-
-@pytest.mark.parametrize("path", NODE_SCRIPTS, ids=[p.stem for p in NODE_SCRIPTS])
-def test_node_scripts_need_nothing_but_the_standard_library(path: Path) -> None:
-    extra = {"probe": {"vllm"}, "catalog": {"vllm"}, "traits": {"vllm"}, "preflight": {"torch"}}.get(
-        path.stem, set()
-    )
-    # Other node scripts (libraries, or a script it borrows from) are inlined by bundle().
-    roots = {n.split(".")[0] for n in imports_of(path) if not n.startswith("launcher.node.scripts.")}
-    assert roots <= set(sys.stdlib_module_names) | {"__future__"} | extra
+def test_node_scripts_need_nothing_but_the_standard_library() -> None:
+    offenders = {}
+    for path in NODE_SCRIPTS:
+        # Other node scripts (libraries, or a script it borrows from) travel with it.
+        roots = {n.split(".")[0] for n in imports_of(path) if not n.startswith("launcher.node.scripts.")}
+        extra = roots - set(sys.stdlib_module_names) - {"__future__"} - EXTRA.get(path.stem, set())
+        if extra:
+            offenders[path.stem] = sorted(extra)
+    assert offenders == {}
 
 
 def test_every_node_script_is_a_script_or_a_library() -> None:
@@ -200,35 +249,45 @@ def test_every_node_script_is_a_script_or_a_library() -> None:
     assert {p.stem for p in NODE_SCRIPTS} == set(NAMES) | set(LIBRARIES) | {LOADER}
 
 
-SENT_ALONE = [p.stem for p in NODE_SCRIPTS if p.stem not in (*_libraries(), "probe", "loader")]
+def _sent_alone() -> list[str]:
+    from launcher.node.scripts import LIBRARIES
+
+    return [p.stem for p in NODE_SCRIPTS if p.stem not in (*LIBRARIES, "probe", "loader")]
 
 
-@pytest.mark.parametrize("name", SENT_ALONE)
-def test_each_node_script_is_sent_whole_and_compiles_alone(name: str) -> None:
+def test_each_node_script_is_sent_whole_and_compiles_alone() -> None:
     from launcher.node.scripts import bundle
 
-    source = bundle(name)
-    compile(source, f"<{name} as sent>", "exec")
-    assert "launcher" not in {n.split(".")[0] for n in _imports_in(source)}
+    reaching_back = []
+    for name in _sent_alone():
+        source = bundle(name)
+        compile(source, f"<{name} as sent>", "exec")
+        if "launcher" in {n.split(".")[0] for n in _imports_in(source)}:
+            reaching_back.append(name)
+    assert reaching_back == []
 
 
 # What a node script's start must not load: each costs every call, on every node, a millisecond
 # or two (typing 2 ms) for names that serve annotations only, or for one use on a rare path.
 SLOW_AT_START = {"typing", "shutil", "tempfile", "csv", "base64", "platform"}
 # These run under the node's vLLM install, which imports all of that anyway.
-UNDER_VLLM = ("catalog",)
+UNDER_VLLM = ("learn_catalog", "k8s_gate")
 
 
-@pytest.mark.parametrize("name", [n for n in SENT_ALONE if n not in UNDER_VLLM])
-def test_a_node_script_loads_at_its_start_nothing_it_does_not_need_there(name: str) -> None:
+def test_a_node_script_loads_at_its_start_nothing_it_does_not_need_there() -> None:
     from launcher.node.scripts import bundle
 
-    # The bundle's top-level imports, run as a node runs them (python3 -S): what they load, the
-    # standard library's own imports included. `if TYPE_CHECKING:` and imports in functions stay out.
-    top = [n for n in ast.parse(bundle(name)).body if isinstance(n, (ast.Import, ast.ImportFrom))]
-    program = ast.unparse(ast.Module(top, [])) + "\nimport sys\nprint(' '.join(sys.modules))"
-    loaded = subprocess.run(["python3", "-S", "-c", program], capture_output=True, text=True, check=True)
-    assert not set(loaded.stdout.split()) & SLOW_AT_START
+    offenders = {}
+    for name in (n for n in _sent_alone() if n not in UNDER_VLLM):
+        # The bundle's top-level imports, run as a node runs them (python3 -S): what they load, the
+        # standard library's own imports included. `if TYPE_CHECKING:` and imports in functions stay out.
+        top = [n for n in ast.parse(bundle(name)).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        program = ast.unparse(ast.Module(top, [])) + "\nimport sys\nprint(' '.join(sys.modules))"
+        loaded = subprocess.run(["python3", "-S", "-c", program], capture_output=True, text=True, check=True)
+        slow = set(loaded.stdout.split()) & SLOW_AT_START
+        if slow:
+            offenders[name] = sorted(slow)
+    assert offenders == {}
 
 
 def _imports_in(source: str) -> set[str]:
@@ -244,9 +303,10 @@ def _imports_in(source: str) -> set[str]:
 def test_the_status_poll_sends_only_what_it_needs() -> None:
     from launcher.node.scripts import bundle
 
-    poll = bundle("status")
-    for other in ("def start(", "def stop(", "def facts(", "def listen(", "def lock("):
-        assert other not in poll
+    poll = bundle("rank_status")
+    assert [
+        f for f in ("def start(", "def stop(", "def facts(", "def listen(", "def lock(") if f in poll
+    ] == []
 
 
 def _module_graph() -> dict[str, set[str]]:
@@ -313,11 +373,12 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote", "rows", "fleet", "endpoint"),
+    ("plan", "render", "remote", "rows", "fleet_plan", "endpoint_plan"),
     ("sync",),
     ("answers",),
     ("checks", "init", "serving"),
     ("receipts",),  # a run's inputs as the checks gathered them; diff, lock file, release preview
+    ("export",),  # the plan for other tools (Kubernetes), with the checks' planned values
     ("views", "reports", "redact", "terminal"),
 )
 SIDE_BY_SIDE = CORE_ORDER.index(("checks", "init", "serving"))  # rooms that never import each other
@@ -331,63 +392,21 @@ def _core_rank(module: str) -> tuple[int, str]:
     raise AssertionError(f"{module} is in no room of CORE_ORDER: add it there")
 
 
-CORE_MODULES = [p for p in CORE if module_name(p) != "launcher.core"]
-
-
-@pytest.mark.parametrize("path", CORE_MODULES, ids=ids(CORE_MODULES))
-def test_core_rooms_import_only_their_own_room_and_those_below(path: Path) -> None:
-    rank, room = _core_rank(module_name(path))
+def test_core_rooms_import_only_their_own_room_and_those_below() -> None:
     graph = _module_graph()
-    wrong = []
-    for target in graph[module_name(path)]:
-        if not target.startswith("launcher.core."):
+    offenders = {}
+    for path in CORE:
+        module = module_name(path)
+        if module == "launcher.core":
             continue
-        their_rank, their_room = _core_rank(target)
-        if their_rank > rank or (their_rank == rank and their_room != room and rank == SIDE_BY_SIDE):
-            wrong.append(target)
-    assert not wrong, f"{module_name(path)} (room {room}) imports from above or beside it: {sorted(wrong)}"
-
-
-# A verb's module is what one command does; what several share lives in a module of its own.
-VERBS = {
-    f"launcher.commands.{v}"
-    for v in (
-        "check",
-        "up",
-        "down",
-        "status",
-        "logs",
-        "verify",
-        "init",
-        "facts",
-        "diagnose",
-        "supervise",
-        "systemd",
-        "sync.models",
-        "sync.images",
-        "runs",
-        "diff",
-        "lockfile",
-    )
-}
-
-
-@pytest.mark.parametrize("verb", sorted(VERBS))
-def test_a_verb_borrows_nothing_from_another_but_its_public_entry(verb: str) -> None:
-    """`up` may run `check` (its `__all__`), never reach into its helpers."""
-    path = ROOT / (verb.replace(".", "/") + ".py")
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module in VERBS - {verb}:
-            other = ROOT / (node.module.replace(".", "/") + ".py")
-            public = _public_names(other)
-            borrowed = {a.name for a in node.names} - public
-            assert not borrowed, (
-                f"{verb} borrows {sorted(borrowed)} from {node.module} (its __all__: {public})"
-            )
-
-
-def _public_names(path: Path) -> set[str]:
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
-            return set(ast.literal_eval(node.value))
-    raise AssertionError(f"{path.relative_to(ROOT)} is imported by another verb but declares no __all__")
+        rank, room = _core_rank(module)
+        wrong = []
+        for target in graph[module]:
+            if not target.startswith("launcher.core."):
+                continue
+            their_rank, their_room = _core_rank(target)
+            if their_rank > rank or (their_rank == rank and their_room != room and rank == SIDE_BY_SIDE):
+                wrong.append(target)
+        if wrong:
+            offenders[f"{module} (room {room})"] = sorted(wrong)
+    assert offenders == {}

@@ -16,11 +16,10 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import click
 import pytest
 
 from launcher.cli import cli
-from launcher.cli.commandline import Command as CliCommand
-from launcher.cli.commandline import Group
 from tests.conftest import ROOT
 from tests.invoke import invoke
 
@@ -36,6 +35,7 @@ EXPECTED = (
     "containers.md",
     "several-models.md",
     "upgrading-safely.md",
+    "kubernetes.md",
 )
 
 FENCE = re.compile(r"^\s*```\s*(\S*)")
@@ -195,14 +195,15 @@ def test_commands_were_found() -> None:
 def subcommands_of(words: list[str]) -> tuple[str, ...]:
     """The (sub)command path a command line names: `export systemd` within the group `export`."""
     path: list[str] = []
-    group: CliCommand = cli
+    group: click.Command = cli
     for word in words:
-        if word.startswith("-") or not isinstance(group, Group):
+        if word.startswith("-") or not isinstance(group, click.Group):
             break
         path.append(word)
-        if word not in group.commands:
+        command = group.get_command(click.Context(group), word)
+        if command is None:
             break  # an unknown command: its --help fails, and says so
-        group = group.commands[word]
+        group = command
     return tuple(path)
 
 

@@ -13,7 +13,7 @@ import functools
 import json
 from pathlib import Path
 
-from launcher.core.spec.pep440 import parse
+from launcher.core.spec.versions import parse
 from launcher.core.vllm.catalog import Catalog, catalog_from_dict
 from launcher.errors import SparkLaunchError
 

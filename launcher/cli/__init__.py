@@ -1,4 +1,4 @@
-"""The command line (its own layer: `commandline`). Each command returns an ExitStatus."""
+"""The command line: the only package importing click. Each command returns an ExitStatus."""
 
 from launcher.cli.main import cli, entry, main
 

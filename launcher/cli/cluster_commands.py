@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from launcher.cli.commandline import command, option
-from launcher.cli.common import (
+import click
+
+from launcher.cli.fleet_output import down_said, print_dry_run, up_said
+from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_deployments
+from launcher.cli.shared import (
     DEPLOYMENT,
     JSON,
     SPEC,
@@ -13,29 +17,30 @@ from launcher.cli.common import (
     screen,
     secret_values,
 )
-from launcher.cli.fleet_output import down_said, print_dry_run, up_said
-from launcher.cli.progress import Printer
-from launcher.cli.reaching import reach_deployments
 from launcher.errors import ExitStatus
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("--timeout", type=float, default=900, show_default=True, help="Seconds to wait for the API to serve.")
-@option("--no-wait", is_flag=True, help="Start every rank and return without waiting.")
-@option("--replace", is_flag=True, help="Restart a cluster that runs a different plan.")
-@option("--dry-run", is_flag=True, help="Print the exact remote commands; run nothing.")
-@option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
-@option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
-@option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
-@option(
+@click.option(
+    "--timeout", type=float, default=900, show_default=True, help="Seconds to wait for the API to serve."
+)
+@click.option("--no-wait", is_flag=True, help="Start every rank and return without waiting.")
+@click.option("--replace", is_flag=True, help="Restart a cluster that runs a different plan.")
+@click.option("--dry-run", is_flag=True, help="Print the exact remote commands; run nothing.")
+@click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
+@click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
+@click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@click.option(
     "--no-collective",
     is_flag=True,
     help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
 )
-@option("--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check.")
-@option(
+@click.option(
+    "--drop-caches", is_flag=True, help="sync, then drop the page cache on every node before the check."
+)
+@click.option(
     "--locked", is_flag=True, help="Refuse to start when a node differs from SPEC.lock (`spark-launch lock`)."
 )
 @DEPLOYMENT
@@ -84,14 +89,14 @@ def up(
       spark-launch up cluster.yaml --locked
       spark-launch up cluster.yaml --skip-check    # not recommended
     """
-    from launcher.commands.fleet import up_fleet
-    from launcher.commands.up import UpOptions
+    from launcher.commands.up import up_fleet
+    from launcher.operations.running.starting import UpOptions
 
     if dry_run:
         return print_dry_run(spec, deployment, as_json)
     lock = None
     if locked:
-        from launcher.commands.lockfile import read_lock
+        from launcher.operations.drift import read_lock
 
         lock = read_lock(spec)
     with open_deployments(spec, ssh_config, deployment) as chosen:
@@ -117,12 +122,14 @@ def up(
     return up_said(result, chosen.fleet.multi or chosen.endpoint is not None, as_json)
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config).")
-@option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
-@option(
+@click.option(
+    "--no-probe", is_flag=True, help="Skip the resolve probe (each node's vLLM deriving its config)."
+)
+@click.option("--fresh", is_flag=True, help="Resolve on every node even where its cached answer still holds.")
+@click.option(
     "--no-collective",
     is_flag=True,
     help="Skip the collective preflight (every connection vLLM opens, then an all-reduce).",
@@ -184,16 +191,12 @@ def check(
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
       spark-launch check cluster.yaml --no-probe --no-collective   # the quick comparison only
     """
-    from launcher.commands.check import NodesDisagree, run_check
-    from launcher.commands.fleet import merge_reports, with_endpoint
+    from launcher.commands.check import check as compare
     from launcher.core.reports import check_json, check_text
+    from launcher.operations.gate import NodesDisagree
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
-        reports = {
-            n: run_check(c, probe=not no_probe, fresh=fresh, collective=not no_collective)
-            for n, c in chosen.clusters.items()
-        }
-        report = with_endpoint(merge_reports(reports), chosen)
+        report = compare(chosen, probe=not no_probe, fresh=fresh, collective=not no_collective)
     if as_json:
         echo(check_json(report))
         return report.exit_status
@@ -203,10 +206,12 @@ def check(
     return ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL.")
+@click.option(
+    "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
+)
 @DEPLOYMENT
 @JSON
 def down(
@@ -230,7 +235,7 @@ def down(
       spark-launch down configs/demo.yaml
       spark-launch down cluster.yaml --json | jq .clean
     """
-    from launcher.commands.fleet import down_fleet
+    from launcher.commands.down import down_fleet
 
     with reach_deployments(spec, ssh_config, deployment) as chosen:
         results = down_fleet(chosen, grace, Printer())

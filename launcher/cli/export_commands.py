@@ -1,35 +1,41 @@
-"""`spark-launch export`: the cluster's supervision for other tools (a systemd unit)."""
+"""`spark-launch export`: the cluster for other tools (a systemd unit, Kubernetes manifests)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.cli.commandline import group, option
-from launcher.cli.common import SPEC, SSH_CONFIG, echo, planned_fleet
+import click
+
+from launcher.cli.shared import DEPLOYMENT, SPEC, SSH_CONFIG, echo, planned_fleet
 from launcher.errors import ExitStatus
 
 
-@group()
+@click.group()
 def export() -> None:
-    """Export the cluster's supervision for other tools (systemd).
+    """Export the cluster for other tools (systemd, Kubernetes).
 
     \b
-    Example:
+    Examples:
       spark-launch export systemd cluster.yaml
+      spark-launch export k8s cluster.yaml -o k8s/
     """
 
 
 @export.command("systemd")
 @SPEC
-@option("--install", is_flag=True, help="Write the unit and the secrets file, then enable the unit (root).")
-@option("--user", default=None, help="Run supervise as this user (needs SSH to the nodes) [default: you].")
-@option("--env-file", default=None, help="The secrets file [default: /etc/spark-launch/CLUSTER.env].")
-@option(
+@click.option(
+    "--install", is_flag=True, help="Write the unit and the secrets file, then enable the unit (root)."
+)
+@click.option(
+    "--user", default=None, help="Run supervise as this user (needs SSH to the nodes) [default: you]."
+)
+@click.option("--env-file", default=None, help="The secrets file [default: /etc/spark-launch/CLUSTER.env].")
+@click.option(
     "--unit-dir", default="/etc/systemd/system", show_default=True, help="Where --install writes the unit."
 )
 @SSH_CONFIG
-@option("--events", default=None, help="supervise --events for the unit.")
-@option("--drop-caches", is_flag=True, help="supervise --drop-caches for the unit.")
+@click.option("--events", default=None, help="supervise --events for the unit.")
+@click.option("--drop-caches", is_flag=True, help="supervise --drop-caches for the unit.")
 def systemd(
     spec: str,
     install: bool,
@@ -61,9 +67,9 @@ def systemd(
     import os
     from dataclasses import replace
 
-    from launcher.commands.systemd import default_env_file, supervise_unit
-    from launcher.commands.systemd import install as write_unit
-    from launcher.core.serving.systemd import render_unit
+    from launcher.commands.export_systemd import default_env_file, supervise_unit
+    from launcher.commands.export_systemd import install as write_unit
+    from launcher.core.serving.systemd_unit import render_unit
 
     fleet = planned_fleet(spec, ssh_config)  # it must plan, as supervise will
     planned = replace(fleet.deployments[0].spec, name=fleet.name)  # the unit supervises every deployment
@@ -89,4 +95,46 @@ def systemd(
     else:
         echo(f"kept {done.env_path} as it is (its values were not changed)")
     echo(f"enabled; start it now: systemctl start {Path(done.unit_path).name}")
+    return ExitStatus.OK
+
+
+@export.command("k8s")
+@SPEC
+@click.option(
+    "-o",
+    "--output",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    metavar="DIR",
+    help="Write one file per deployment here.",
+)
+@DEPLOYMENT
+def k8s(spec: str, out_dir: str | None, deployment: str | None) -> ExitStatus:
+    """Print (or write to DIR) SPEC's deployments as Kubernetes manifests (LeaderWorkerSet).
+
+    \b
+    Per deployment: a LeaderWorkerSet whose pods run the plan's argv for their rank word for
+    word (LeaderWorkerSet supplies only --master-addr, --node-rank and VLLM_HOST_IP), the API's
+    Service, and a ConfigMap with the plan's values: each pod's init container has its own vLLM
+    resolve its exact command and stops the pod, naming the settings, unless it derives what
+    the plan pins. With several deployments, the endpoint as a Deployment and a Service. The
+    spec's export.k8s section says the image (venv specs), the network, the model's volume
+    and the Secret holding the secrets' values (never written here). See deploy/kubernetes.md.
+
+    \b
+    Examples:
+      spark-launch export k8s cluster.yaml -o k8s/ && kubectl apply -f k8s/
+      spark-launch export k8s cluster.yaml --deployment big | kubectl apply -f -
+    """
+    from launcher.commands.export_k8s import manifests, render, write
+    from launcher.load import read_file
+
+    document, file = read_file(spec)
+    done = manifests(document, file, planned_fleet(spec, None), deployment)
+    if out_dir is None:
+        echo("".join(render(m) for m in done), nl=False)
+        return ExitStatus.OK
+    for path in write(done, out_dir):
+        echo(f"wrote {path}")
     return ExitStatus.OK

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from launcher.cli.common import echo
+from launcher.cli.shared import echo
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import FleetUp, Reachable
+    from launcher.commands.up import FleetUp
     from launcher.core.serving.state import DownResult
+    from launcher.operations.fleet import Reachable
 
 
 def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
@@ -19,10 +21,10 @@ def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
         for failure in result.failed.values():
             raise failure
         (one,) = result.results.values()
-        echo(json.dumps(one.__dict__, indent=2) if as_json else one.message)
+        echo(json.dumps(asdict(one), indent=2) if as_json else one.message)
         return ExitStatus.OK
     if as_json:
-        doc = {n: r.__dict__ for n, r in result.results.items()}
+        doc = {n: asdict(r) for n, r in result.results.items()}
         failed = {n: e.render() for n, e in result.failed.items()}
         echo(json.dumps({"deployments": doc, "failed": failed, "endpoint": result.endpoint}, indent=2))
     else:

@@ -10,24 +10,27 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from launcher.cli.commandline import BadParameter, UsageError, command, option
-from launcher.cli.common import JSON, connect_timeout, connecting, echo, ssh_options
+import click
+
+from launcher.cli import candidates
 from launcher.cli.progress import Printer
-from launcher.core.spec.checks import ssh_target_problem
+from launcher.cli.shared import JSON, connect_timeout, connecting, echo, ssh_options
+from launcher.core.spec.spec_checks import ssh_target_problem
 from launcher.errors import ExitStatus, SparkLaunchError
 
 if TYPE_CHECKING:
     from launcher.node.executor import Executor
 
-HOSTS = option(
+HOSTS = click.option(
     "--hosts",
     required=True,
     metavar="HOST1,HOST2,...",
+    shell_complete=candidates.hosts,
     help="The nodes, rank order (the first serves the API): ssh_config aliases or user@host[:port].",
 )
-MODEL = option("--model", metavar="PATH", help="The model directory, the same path on every node.")
-VENV = option("--venv", metavar="PATH", help="The vLLM venv on the nodes (runs PATH/bin/vllm).")
-IMAGE = option("--image", metavar="IMAGE", help="Or: the container image holding vLLM.")
+MODEL = click.option("--model", metavar="PATH", help="The model directory, the same path on every node.")
+VENV = click.option("--venv", metavar="PATH", help="The vLLM venv on the nodes (runs PATH/bin/vllm).")
+IMAGE = click.option("--image", metavar="IMAGE", help="Or: the container image holding vLLM.")
 SSH_CONFIG = ssh_options("ssh_config file to use (default: ~/.ssh/config); init writes it into the spec.")
 
 
@@ -35,23 +38,23 @@ def parse_hosts(text: str) -> tuple[str, ...]:
     """The hosts of --hosts; a usage error naming a bad or repeated one."""
     hosts = tuple(h.strip() for h in text.split(",") if h.strip())
     if not hosts:
-        raise BadParameter("give at least one host", param_hint="--hosts")
+        raise click.BadParameter("give at least one host", param_hint="--hosts")
     for host in hosts:
         problem = ssh_target_problem(host)
         if problem:
-            raise BadParameter(f"{host!r} {problem}", param_hint="--hosts")
+            raise click.BadParameter(f"{host!r} {problem}", param_hint="--hosts")
     repeated = sorted({h for h in hosts if hosts.count(h) > 1})
     if repeated:
-        raise BadParameter(f"{repeated[0]} is given twice", param_hint="--hosts")
+        raise click.BadParameter(f"{repeated[0]} is given twice", param_hint="--hosts")
     return hosts
 
 
 def check_install(venv: str | None, image: str | None) -> None:
     """--venv and --image exclude each other; a venv is an absolute path."""
     if venv and image:
-        raise UsageError("give --venv or --image, not both")
+        raise click.UsageError("give --venv or --image, not both")
     if venv and not venv.startswith("/"):
-        raise BadParameter("must be an absolute path on the nodes", param_hint="--venv")
+        raise click.BadParameter("must be an absolute path on the nodes", param_hint="--venv")
 
 
 @contextmanager
@@ -68,16 +71,16 @@ def ssh_to(names: tuple[str, ...], hosts: tuple[str, ...], ssh_config: str | Non
         executor.close()
 
 
-@command()
+@click.command()
 @HOSTS
 @MODEL
 @VENV
 @IMAGE
-@option(
+@click.option(
     "-o", "--output", default="cluster.yaml", show_default=True, help="Where to write the spec ('-': stdout)."
 )
-@option("--name", help="The cluster's name (default: the output file's name, e.g. cluster).")
-@option("--force", is_flag=True, help="Replace the output file if it exists.")
+@click.option("--name", help="The cluster's name (default: the output file's name, e.g. cluster).")
+@click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 @SSH_CONFIG
 @JSON
 def init(
@@ -122,7 +125,7 @@ def init(
 
     check_install(venv, image)
     if as_json and output == "-":
-        raise UsageError("--json and -o - both want stdout: give -o FILE with --json")
+        raise click.UsageError("--json and -o - both want stdout: give -o FILE with --json")
     host_list = parse_hosts(hosts)
     target = Path(output)
     if output != "-" and target.exists() and not force:
@@ -198,7 +201,7 @@ def _summary(output: str, result: Any) -> dict[str, Any]:
     }
 
 
-@command()
+@click.command()
 @HOSTS
 @MODEL
 @VENV
@@ -221,15 +224,15 @@ def facts(
       spark-launch facts --hosts spark-1,spark-2 --json > facts.json
       spark-launch facts --hosts spark-1 --venv /opt/vllm --json | jq '."spark-1".interfaces'
     """
-    from launcher.commands.facts import agents, gather
-    from launcher.core.init.draft import InitRequest, discover_request
+    from launcher.commands.facts import facts as discover
+    from launcher.core.init.draft import InitRequest
 
     check_install(venv, image)
     host_list = parse_hosts(hosts)
     config = str(Path(ssh_config).expanduser().absolute()) if ssh_config else None
     request = InitRequest(host_list, "facts", model, venv, image, config)
     with ssh_to(request.names, host_list, config) as executor:
-        answers = gather(agents(executor, request.names), discover_request(request))
+        answers = discover(executor, request)
     out: dict[str, Any] = {}
     for (name, answer), host in zip(answers.items(), host_list, strict=True):
         out[name] = (

@@ -10,9 +10,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
+import click
+
 from launcher import __version__
-from launcher.cli.commandline import File, command, option
-from launcher.cli.common import (
+from launcher.cli import candidates
+from launcher.cli.progress import Printer
+from launcher.cli.reaching import reach_cluster
+from launcher.cli.shared import (
     DEPLOYMENT,
     SPEC,
     SSH_CONFIG,
@@ -20,8 +24,6 @@ from launcher.cli.common import (
     open_deployments,
     secret_values,
 )
-from launcher.cli.progress import Printer
-from launcher.cli.reaching import reach_cluster
 from launcher.errors import ExitStatus
 
 if TYPE_CHECKING:
@@ -29,31 +31,43 @@ if TYPE_CHECKING:
     from launcher.node.cluster import Reached
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option(
+@click.option(
     "--events",
-    type=File(),
+    type=click.Path(dir_okay=False),
     default=None,
     help="Append every event as a JSON line here [default: ~/.spark-launch/CLUSTER/supervise.jsonl].",
 )
-@option("--max-restarts", type=int, default=3, show_default=True, help="Restarts allowed within --window.")
-@option("--window", type=float, default=3600, show_default=True, help="Seconds over which restarts count.")
-@option(
+@click.option(
+    "--max-restarts", type=int, default=3, show_default=True, help="Restarts allowed within --window."
+)
+@click.option(
+    "--window", type=float, default=3600, show_default=True, help="Seconds over which restarts count."
+)
+@click.option(
     "--backoff", type=float, default=10, show_default=True, help="Seconds before the first restart (doubles)."
 )
-@option("--max-backoff", type=float, default=300, show_default=True, help="Longest wait before a restart.")
-@option("--interval", type=float, default=30, show_default=True, help="Seconds between watchdog probes.")
-@option(
+@click.option(
+    "--max-backoff", type=float, default=300, show_default=True, help="Longest wait before a restart."
+)
+@click.option(
+    "--interval", type=float, default=30, show_default=True, help="Seconds between watchdog probes."
+)
+@click.option(
     "--deadline", type=float, default=30, show_default=True, help="Seconds a 1-token completion may take."
 )
-@option("--drop-caches", is_flag=True, help="Drop the page cache on every node before each start.")
-@option("--timeout", type=float, default=900, show_default=True, help="Seconds each start may take to serve.")
-@option("--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL.")
-@option("--replace", is_flag=True, help="At the first start, replace a cluster running another plan.")
-@option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
-@option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
+@click.option("--drop-caches", is_flag=True, help="Drop the page cache on every node before each start.")
+@click.option(
+    "--timeout", type=float, default=900, show_default=True, help="Seconds each start may take to serve."
+)
+@click.option(
+    "--grace", type=float, default=15, show_default=True, help="Seconds between SIGTERM and SIGKILL."
+)
+@click.option("--replace", is_flag=True, help="At the first start, replace a cluster running another plan.")
+@click.option("--skip-check", is_flag=True, help="Start without checking that the nodes are alike (loudly).")
+@click.option("--no-probe", is_flag=True, help="Check, but without each node's vLLM resolving its command.")
 @DEPLOYMENT
 def supervise(
     spec: str,
@@ -95,10 +109,10 @@ def supervise(
       spark-launch supervise cluster.yaml --drop-caches --max-restarts 5 --window 7200
       tail -f ~/.spark-launch/spark-pair/supervise.jsonl | jq -c '{time, node, what, action}'
     """
-    from launcher.commands.supervise import SuperviseOptions, Terminated
-    from launcher.commands.supervise import supervise as keep
-    from launcher.commands.up import UpOptions
     from launcher.core.serving.supervision import RestartPolicy
+    from launcher.operations.running.starting import UpOptions
+    from launcher.operations.running.supervising import SuperviseOptions, Terminated
+    from launcher.operations.running.supervising import supervise as keep
 
     up_options = UpOptions(
         timeout=timeout,
@@ -131,7 +145,7 @@ def supervise(
         with path.open("a") as log:
             printer.info(f"events: {path}")
             if chosen.fleet.multi or chosen.endpoint is not None:
-                from launcher.commands.keeping import supervise_fleet
+                from launcher.commands.supervise import supervise_fleet
 
                 stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
             else:
@@ -154,13 +168,21 @@ def _sink(log: TextIO, printer: Printer) -> Callable[[Event], None]:
     return emit
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("-o", "--output", type=File(), default=None, help="The bundle to write.")
-@option("-n", "--lines", type=int, default=300, show_default=True, help="Lines of each node's recent logs.")
-@option("--json", "as_json", is_flag=True, help="Print where the bundle is and what it holds, as JSON.")
-@option("--deployment", default=None, metavar="NAME", help="Which deployment, in a spec that holds several.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="The bundle to write.")
+@click.option(
+    "-n", "--lines", type=int, default=300, show_default=True, help="Lines of each node's recent logs."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print where the bundle is and what it holds, as JSON.")
+@click.option(
+    "--deployment",
+    default=None,
+    metavar="NAME",
+    shell_complete=candidates.deployments,
+    help="Which deployment, in a spec that holds several.",
+)
 def diagnose(
     spec: str, ssh_config: str | None, output: str | None, lines: int, as_json: bool, deployment: str | None
 ) -> ExitStatus:

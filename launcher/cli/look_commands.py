@@ -6,25 +6,29 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from launcher.cli.commandline import command, option
-from launcher.cli.common import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
+import click
+
+from launcher.cli import candidates
 from launcher.cli.reaching import reach_deployments
+from launcher.cli.shared import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import Reachable
     from launcher.node.executor import NodeError
+    from launcher.operations.fleet import Reachable
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option(
+@click.option(
     "--deadline", type=float, default=30, show_default=True, help="Seconds a 1-token completion may take."
 )
-@option("--no-watchdog", is_flag=True, help="Only the nodes and /health: no completion, no /metrics.")
-@option("-w", "--watch", is_flag=True, help="Refresh until Ctrl-C (in place on a terminal).")
-@option("--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch).")
+@click.option("--no-watchdog", is_flag=True, help="Only the nodes and /health: no completion, no /metrics.")
+@click.option("-w", "--watch", is_flag=True, help="Refresh until Ctrl-C (in place on a terminal).")
+@click.option(
+    "--every", type=float, default=5, show_default=True, help="Seconds between refreshes (--watch)."
+)
 @DEPLOYMENT
 @JSON
 def status(
@@ -60,8 +64,8 @@ def status(
       spark-launch status cluster.yaml --json | jq .serving.state
       spark-launch status cluster.yaml --watch --deadline 10
     """
-    from launcher.commands.status import status as look
     from launcher.core.reports import status_text
+    from launcher.operations.running.cluster_status import status as look
 
     # Watching, a node that is down now must be asked again at each refresh: no connecting first.
     with reach_deployments(spec, ssh_config, deployment, reach=not watch) as chosen:
@@ -87,7 +91,7 @@ def status(
 def _fleet_status(chosen: Reachable, deadline: float | None, as_json: bool) -> ExitStatus:
     """`status` of several deployments (or one behind the endpoint): each named, then the endpoint."""
     from launcher.cli.fleet_output import all_serve
-    from launcher.commands.fleet import status_fleet
+    from launcher.commands.status import status_fleet
     from launcher.core.reports import fleet_status_text
 
     found = status_fleet(chosen, deadline)
@@ -101,15 +105,19 @@ def _fleet_status(chosen: Reachable, deadline: float | None, as_json: bool) -> E
     return ExitStatus.OK if all_serve(found) else ExitStatus.FAILURE
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
-@option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
-@option("--node", "nodes", multiple=True, help="Only this node (repeatable).")
-@option("-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first.")
-@option("--json", "as_json", is_flag=True, help='One JSON object a line: {"node": ..., "line": ...}.')
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option(
+    "--node", "nodes", multiple=True, shell_complete=candidates.nodes, help="Only this node (repeatable)."
+)
+@click.option(
+    "-n", "--lines", type=int, default=50, show_default=True, help="Lines of each log to show first."
+)
+@click.option("--json", "as_json", is_flag=True, help='One JSON object a line: {"node": ..., "line": ...}.')
 @DEPLOYMENT
-@option("--endpoint", "of_endpoint", is_flag=True, help="The endpoint's log (on the head node).")
+@click.option("--endpoint", "of_endpoint", is_flag=True, help="The endpoint's log (on the head node).")
 def logs(
     spec: str,
     ssh_config: str | None,
@@ -163,7 +171,7 @@ def logs(
         return ExitStatus.UNREACHABLE if said else ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
 @DEPLOYMENT

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+import click
 
 from launcher import __version__
-from launcher.cli import commandline
-from launcher.cli.commandline import Context, Exit, Help, Option, UsageError, group, option
-from launcher.cli.common import echo, terminal
-from launcher.cli.lazy import LazyCommands
+from launcher.cli.shared import echo, terminal
 from launcher.errors import ExitStatus, SparkLaunchError
 
-PROG = "spark-launch"  # as usage and help name the program, however it was started
+PROG = "spark-launch"  # as usage and help name the program, however it was started (`python -m launcher`)
 
 # Every command, by the module that defines it: only the one that runs is imported.
 COMMANDS = {
@@ -39,9 +40,60 @@ COMMANDS = {
 }
 
 
-def _version(ctx: Context, _: Option, value: bool) -> None:
+class LazyGroup(click.Group):
+    """A group whose commands are "module:attribute" names, each imported when it is used (click's
+    recipe for large command lines): `spark-launch plan` imports the plan command's module and none of
+    the others (SSH, sync, supervise). Help and shell completion list every command, so import them all."""
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = lazy_commands
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy_commands:
+            return super().get_command(ctx, cmd_name)
+        module, _, attribute = self.lazy_commands[cmd_name].partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{self.lazy_commands[cmd_name]} is not a click command")
+        return command
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """As click's; a mistyped command is told the nearest of every command, the lazy ones too."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=self.list_commands(ctx), ctx=ctx
+            ) from None
+
+
+class Launcher(LazyGroup):
+    """The root group, and the one place turning outcomes into exit statuses: what a command returns,
+    a SparkLaunchError's own (its text on stderr), Ctrl-C as 130; usage errors stay click's (2).
+    The program and tests driving it through click's CliRunner see the same."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            status = super().invoke(ctx)
+        except SparkLaunchError as exc:
+            text = exc.render_on(*terminal(sys.stderr))
+            echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
+            raise click.exceptions.Exit(exc.exit_status) from None
+        except (KeyboardInterrupt, click.exceptions.Abort):
+            echo("interrupted", err=True)
+            raise click.exceptions.Exit(ExitStatus.INTERRUPTED) from None
+        raise click.exceptions.Exit(int(status) if isinstance(status, int) else ExitStatus.OK)
+
+
+def _version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
     """--version: the launcher's version and the vLLM releases it has a catalog for."""
-    if not value:
+    if not value or ctx.resilient_parsing:
         return
     from launcher.catalogs import known_versions
 
@@ -49,9 +101,9 @@ def _version(ctx: Context, _: Option, value: bool) -> None:
     ctx.exit()
 
 
-def _verbose(ctx: Context, _: Option, value: int) -> None:
+def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
     """-v: how each node is reached (target, ssh_config, timeout, known_hosts, keys); -vv: paramiko too."""
-    if not value:
+    if not value or ctx.resilient_parsing:
         return
     import logging  # only when asked: its import is a tenth of `plan`'s start-up
 
@@ -73,8 +125,13 @@ def _verbose(ctx: Context, _: Option, value: int) -> None:
     ctx.call_on_close(quiet)
 
 
-@group(PROG, commands=LazyCommands(COMMANDS))
-@option(
+@click.group(
+    PROG,
+    cls=Launcher,
+    lazy_commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
     "--version",
     is_flag=True,
     expose_value=False,
@@ -82,7 +139,7 @@ def _verbose(ctx: Context, _: Option, value: int) -> None:
     callback=_version,
     help="Show the version and the vLLM releases supported, and exit.",
 )
-@option(
+@click.option(
     "-v",
     "--verbose",
     count=True,
@@ -123,43 +180,27 @@ def cli() -> None:
     \b
     Exit codes: 0 ok, 1 failed, 2 bad spec or usage, 3 nodes disagree, 4 node unreachable,
     130 interrupted. Runbooks: deploy/ in the source tree. Example specs: configs/.
-    Shell completion (bash; zsh and fish alike):
-      eval "$(_SPARK_LAUNCH_COMPLETE=bash_source spark-launch)"
+    Shell completion (commands, options, spec files, releases, deployments, nodes):
+      eval "$(_SPARK_LAUNCH_COMPLETE=bash_source spark-launch)"    # ~/.bashrc
+      eval "$(_SPARK_LAUNCH_COMPLETE=zsh_source spark-launch)"     # ~/.zshrc
+      _SPARK_LAUNCH_COMPLETE=fish_source spark-launch | source     # ~/.config/fish/config.fish
     """
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: run the CLI; the one place that turns outcomes and errors into exit codes."""
-    if "_SPARK_LAUNCH_COMPLETE" in os.environ:  # the shell asks (launcher.cli.completion)
-        from launcher.cli import completion
+    """Entry point: run the CLI (usage errors exit 2, as click has them; what commands return or
+    raise, as `Launcher.invoke` maps it), answering the shell's completion requests too."""
+    if "_SPARK_LAUNCH_COMPLETE" in os.environ:  # the shell asks for its script, or for answers
+        from launcher.cli.shells import register
 
-        sys.exit(completion.answer(cli, os.environ["_SPARK_LAUNCH_COMPLETE"], PROG))
-    try:
-        status = commandline.main(cli, list(argv) if argv is not None else sys.argv[1:], PROG)
-    except SparkLaunchError as exc:
-        text = exc.render_on(*terminal(sys.stderr))
-        echo(f"spark-launch: {text}" if exc.prefixed else text, err=True)
-        sys.exit(exc.exit_status)
-    except Help as wanted:
-        from launcher.cli import helptext
-
-        echo(helptext.command_help(wanted.command, wanted.prog), err=wanted.code != 0)
-        sys.exit(wanted.code)
-    except Exit as exc:
-        sys.exit(exc.code)
-    except UsageError as exc:
-        echo(exc.show(), err=True)
-        sys.exit(ExitStatus.BAD_SPEC)
-    except KeyboardInterrupt:
-        echo("interrupted", err=True)
-        sys.exit(ExitStatus.INTERRUPTED)
-    sys.exit(int(status) if isinstance(status, int) else ExitStatus.OK)
+        register()
+    cli.main(args=list(argv) if argv is not None else None, prog_name=PROG)
 
 
 def entry() -> None:
     """The `spark-launch` program (and `python -m launcher`): `main` in a process of its own.
 
-    Everything start-up made (the commands, the imported modules) lives as long as the process, so it
+    Everything start-up made (click, the imported modules) lives as long as the process, so it
     is frozen out of the cyclic collector's sight, and once more at the end: the interpreter's
     exit then skips examining every object the command made, a seventh of a `plan`. Objects
     are still freed, files closed and atexit handlers run as ever; what a frozen reference cycle

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from launcher.cli.common import api_key_for, echo, reach_nodes, ssh_config_for, ssh_executor
+from launcher.cli.shared import api_key_for, echo, reach_nodes, ssh_config_for, ssh_executor
 from launcher.errors import SparkLaunchError, SpecError
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
-    from launcher.commands.fleet import Reachable
-    from launcher.core.fleet import Fleet
+    from launcher.core.fleet_plan import Fleet
     from launcher.core.spec.yamlsource import Document
     from launcher.node.cluster import Reached
+    from launcher.operations.fleet import Reachable
 
 
 @contextmanager
@@ -52,9 +52,9 @@ def _all_nodes(chosen: Reachable) -> list[str]:
 def _planned(
     fleet: Fleet, spec_path: str, ssh_config: str | None, deployment: str | None
 ) -> tuple[Reachable, str | None]:
-    from launcher.commands.endpoint import Endpoint
-    from launcher.commands.fleet import Deployments
     from launcher.node.cluster import Cluster
+    from launcher.operations.fleet import Deployments
+    from launcher.operations.running.endpoint import Endpoint
 
     picked = fleet.select(deployment)
     first = fleet.deployments[0].spec
@@ -71,9 +71,9 @@ def _planned(
 def _unplanned(
     document: Document, exc: SpecError, spec_path: str, ssh_config: str | None, deployment: str | None
 ) -> tuple[Reachable, str | None]:
-    from launcher.commands.fleet import Unplanned
     from launcher.core.spec.reach import deployment_reaches
     from launcher.node.cluster import Reached
+    from launcher.operations.fleet import Unplanned
 
     found, multi, broken = deployment_reaches(document.data)
     if found is None:
@@ -97,7 +97,7 @@ def reach_cluster(
 ) -> Iterator[tuple[Reached, SpecError | None]]:
     """One deployment's cluster as far as the spec allows (diagnose): planned offline, else its
     name and nodes only, with the spec's problems (printed as a warning, and handed back)."""
-    from launcher.commands.fleet import Unplanned
+    from launcher.operations.fleet import Unplanned
 
     with reach_deployments(spec_path, ssh_config, deployment) as chosen:
         if len(chosen.clusters) != 1:

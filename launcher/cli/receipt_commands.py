@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from launcher.cli.commandline import argument, command
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
+import click
+
+from launcher.cli import candidates
+from launcher.cli.shared import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus
 
 
-@command()
+@click.command()
 @SPEC
 @JSON
 def runs(spec: str, as_json: bool) -> ExitStatus:
@@ -40,9 +42,9 @@ def runs(spec: str, as_json: bool) -> ExitStatus:
     return ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
-@argument("sides", nargs=-1, metavar="[RUN_A [RUN_B]]")
+@click.argument("sides", nargs=-1, metavar="[RUN_A [RUN_B]]", shell_complete=candidates.runs)
 @SSH_CONFIG
 @JSON
 def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: bool) -> ExitStatus:
@@ -64,7 +66,7 @@ def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: boo
       spark-launch diff cluster.yaml 20250101-120000-ab12 now --json
     """
     from launcher.commands.diff import compare, now_of, pick
-    from launcher.core.receipts.diff import diff_text
+    from launcher.core.receipts.run_diff import diff_text
     from launcher.load import plan_file
 
     planned, plan = plan_file(spec)
@@ -85,7 +87,7 @@ def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: boo
     return ExitStatus.FAILURE if changes else ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
 @SSH_CONFIG
 def lock(spec: str, ssh_config: str | None) -> ExitStatus:
@@ -105,7 +107,7 @@ def lock(spec: str, ssh_config: str | None) -> ExitStatus:
       spark-launch lock cluster.yaml && git add cluster.yaml.lock
       spark-launch up cluster.yaml --locked
     """
-    from launcher.commands.lockfile import write_lock
+    from launcher.commands.lock import write_lock
 
     with open_cluster(spec, ssh_config) as cluster:
         path, nodes = write_lock(cluster, spec)

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import json
 
-from launcher.cli.commandline import BadParameter, command, option
-from launcher.cli.common import SPEC, SSH_CONFIG, echo, open_deployments, screen
+import click
+
+from launcher.catalogs import known_versions
+from launcher.cli.shared import SPEC, SSH_CONFIG, echo, open_deployments, screen
 from launcher.errors import ExitStatus, SparkLaunchError
 
 
-@command()
+@click.command()
 @SPEC
-@option("--json", "as_json", is_flag=True, help="Print the plan as JSON for scripts.")
-@option(
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON for scripts.")
+@click.option(
     "--compare-release",
     "release",
+    type=click.Choice(known_versions()),
     metavar="VERSION",
     default=None,
     help="Preview moving to another supported vLLM release: what changes, per node.",
 )
-@option(
+@click.option(
     "--from-head",
     is_flag=True,
     help="Read what this machine lacks (the model's config.json, a build's flag catalog) from the head node.",
@@ -59,7 +62,7 @@ def plan(
     from launcher.load import plan_fleet
 
     if release is not None:
-        from launcher.core.receipts.release import comparison_text
+        from launcher.core.receipts.upgrade import comparison_text
         from launcher.load import compare_file
 
         comparison = compare_file(spec, release)
@@ -74,9 +77,9 @@ def plan(
     return ExitStatus.OK
 
 
-@command()
+@click.command()
 @SPEC
-@option("--json", "as_json", is_flag=True, help="Print the verdict and every problem as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict and every problem as JSON.")
 def validate(spec: str, as_json: bool) -> ExitStatus:
     """Check a spec; print every problem with file:line and exit 2, or exit 0.
 
@@ -124,9 +127,10 @@ def _whole_file(exc: SparkLaunchError) -> dict[str, object]:
     return {"line": None, "path": None, "message": exc.message, "hint": exc.hint}
 
 
-@command()
-@option(
+@click.command()
+@click.option(
     "--release",
+    type=click.Choice(known_versions()),
     metavar="VERSION",
     help="Describe `serve` as this vLLM release has it, for every spec (editors without if/then).",
 )
@@ -146,10 +150,8 @@ def schema(release: str | None) -> ExitStatus:
       # then, first line of the spec:  # yaml-language-server: $schema=.vscode/spark-launch.schema.json
       spark-launch schema --release 0.33.0 > spark-launch-0.33.schema.json
     """
-    from launcher.catalogs import known_versions, load_catalog
+    from launcher.catalogs import load_catalog
     from launcher.core.views import editor_schema
 
-    if release is not None and release not in known_versions():
-        raise BadParameter(f"no catalog for {release}; known: {', '.join(known_versions())}")
     echo(json.dumps(editor_schema([load_catalog(v) for v in known_versions()], release), indent=2))
     return ExitStatus.OK

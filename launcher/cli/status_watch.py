@@ -24,8 +24,8 @@ def watch_status(
     sleep: Callable[[float], None] = time.sleep,
 ) -> ExitStatus:
     """`status --watch`: on a terminal the status redrawn in place, piped one line per refresh."""
-    from launcher.commands.status import status as look
     from launcher.core.reports import status_text
+    from launcher.operations.running.cluster_status import status as look
 
     out = stream or sys.stdout
     live = out.isatty() and not as_json

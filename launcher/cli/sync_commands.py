@@ -8,16 +8,18 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from launcher.cli.commandline import group, option
-from launcher.cli.common import JSON, SPEC, SSH_CONFIG, echo, open_cluster
+import click
+
+from launcher.cli import candidates
 from launcher.cli.progress import Printer
+from launcher.cli.shared import JSON, SPEC, SSH_CONFIG, echo, open_cluster
 from launcher.errors import ExitStatus, printable
 
 if TYPE_CHECKING:
-    from launcher.core.sync.transfer import CopyProgress
+    from launcher.core.sync.transfer_plan import CopyProgress
 
 
-@group()
+@click.group()
 def sync() -> None:
     """Make what every node holds identical to one node's.
 
@@ -32,14 +34,20 @@ def sync() -> None:
 @sync.command()
 @SPEC
 @SSH_CONFIG
-@option("--from", "source", metavar="NODE", help="Copy from this node (default: the head, rank 0).")
-@option("--dry-run", is_flag=True, help="Say per node what would be copied and removed; copy nothing.")
-@option(
+@click.option(
+    "--from",
+    "source",
+    metavar="NODE",
+    shell_complete=candidates.nodes,
+    help="Copy from this node (default: the head, rank 0).",
+)
+@click.option("--dry-run", is_flag=True, help="Say per node what would be copied and removed; copy nothing.")
+@click.option(
     "--relay",
     is_flag=True,
     help="Pass the copy through this machine, for nodes that cannot SSH to each other (slower).",
 )
-@option("--bwlimit", type=float, metavar="MB/S", help="Limit each target's copy to this rate.")
+@click.option("--bwlimit", type=float, metavar="MB/S", help="Limit each target's copy to this rate.")
 @JSON
 def models(
     spec: str,
@@ -84,9 +92,9 @@ def models(
       spark-launch sync models cluster.yaml --from spark-2 --relay
       spark-launch sync models cluster.yaml --json | jq '.nodes[] | {node, state}'
     """
-    from launcher.commands.sync.models import sync_models
-    from launcher.commands.sync.options import SyncOptions
-    from launcher.core.sync.report import sync_json, sync_text
+    from launcher.commands.sync_models import sync_models
+    from launcher.core.sync.sync_report import sync_json, sync_text
+    from launcher.operations.copying.sync_options import SyncOptions
 
     options = SyncOptions(source=source, dry_run=dry_run, relay=relay, bwlimit=bwlimit)
     with open_cluster(spec, ssh_config) as cluster:
@@ -146,7 +154,7 @@ class TransferPrinter:
 @sync.command()
 @SPEC
 @SSH_CONFIG
-@option(
+@click.option(
     "--relay",
     is_flag=True,
     help="Pass the image through this machine, for nodes that cannot SSH to each other (slower).",
@@ -181,7 +189,7 @@ def images(spec: str, ssh_config: str | None, relay: bool, as_json: bool) -> Exi
       spark-launch sync images cluster.yaml --relay
       spark-launch sync images cluster.yaml --json | jq '.nodes[] | {name, action}'
     """
-    from launcher.commands.sync.images import sync_images
+    from launcher.commands.sync_images import sync_images
 
     with open_cluster(spec, ssh_config) as cluster:
         result = sync_images(cluster, Printer(), relay=relay)

@@ -23,17 +23,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from launcher.commands.check import run_check
-from launcher.commands.receipts import bundle_files
-from launcher.commands.reporter import Reporter
-from launcher.commands.status import status
 from launcher.core import remote
-from launcher.core.answers.probe import gathered
+from launcher.core.answers.probe_answer import gathered
 from launcher.core.redact import redact
 from launcher.core.reports import check_json, check_text, status_text
 from launcher.core.views import plan_json, plan_text
 from launcher.errors import SparkLaunchError, one_line
 from launcher.node.cluster import Cluster, Reached
+from launcher.operations.gate import run_check
+from launcher.operations.receipt_store import bundle_files
+from launcher.operations.reporter import Reporter
+from launcher.operations.running.cluster_status import status
 
 # A member name a node may choose: up to three plain parts (logs/RUN.log), nothing that climbs out.
 MEMBER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,120}(?:/[A-Za-z0-9][A-Za-z0-9._-]{0,120}){0,2}\Z")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from launcher.commands.inputs import gathered
-from launcher.commands.receipts import load_all, runs_dir
 from launcher.core.receipts.content import snapshot
-from launcher.core.receipts.diff import Change, diff
+from launcher.core.receipts.run_diff import Change, diff
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
+from launcher.operations.gathering.gather_inputs import gathered
+from launcher.operations.receipt_store import load_all, runs_dir
 
 __all__ = ["NOW", "Side", "compare", "now_of", "pick"]
 

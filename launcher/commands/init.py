@@ -10,15 +10,13 @@ needs an edit is reported by line, never guessed.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from launcher.cache import learned_catalog
 from launcher.catalogs import known_versions, load_catalog
-from launcher.commands.facts import agents, all_facts
-from launcher.commands.listening import Listener
-from launcher.commands.reporter import Reporter
 from launcher.core import remote
-from launcher.core.answers.discover import Discovered
-from launcher.core.answers.probe import connected
+from launcher.core.answers.discover_answer import Discovered
+from launcher.core.answers.probe_answer import connected
 from launcher.core.init import decide, draft, interconnect, spec_file
 from launcher.core.init.spec_file import Written
 from launcher.core.vllm.catalog import Catalog
@@ -26,13 +24,15 @@ from launcher.core.vllm.releases import release_for
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.executor import Executor, fan_out
-from launcher.records import record
+from launcher.operations.gathering.discovering import agents, all_facts
+from launcher.operations.gathering.listening import Listener
+from launcher.operations.reporter import Reporter
 
 CONNECT_SECONDS = 3.0  # a link that works answers in milliseconds
 LISTEN_SECONDS = 8.0
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InitResult:
     """The spec written, what was decided, and how long it took."""
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from launcher.node.cluster import Reached
 
 if TYPE_CHECKING:
-    from launcher.commands.fleet import Reachable
+    from launcher.operations.fleet import Reachable
 
 
 def logs(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.commands.receipts import load_all, runs_dir
 from launcher.core.receipts.content import summary
+from launcher.operations.receipt_store import load_all, runs_dir
 
 __all__ = ["runs", "runs_text"]
 

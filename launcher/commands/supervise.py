@@ -1,192 +1,135 @@
-"""`spark-launch supervise`: keep the cluster serving, in the foreground (systemd or a terminal).
+"""`spark-launch supervise`: keep every chosen deployment serving, one supervisor each, and one
+for the endpoint.
 
-Brings the cluster up unless it already runs this plan, then watches it: every rank's exit
-through one streaming watch per node (the same as `up` follows a start), and the head
-through the watchdog (a one-token completion with a deadline, and the engine's counters).
-On a dead rank, a lost node or a wedged engine it stops EVERY rank and starts the whole
-cluster again (`up`, with its check), after an exponential back-off; after the policy's
-limit of restarts within its window it stops trying, leaves nothing running and fails.
-Every event goes to `emit` (the CLI writes each as one JSON line). SIGTERM or Ctrl-C
-(KeyboardInterrupt) stops the cluster cleanly.
+Each deployment is supervised exactly as a one-model spec is (`operations.running.supervising`:
+its own ranks, its own watchdog, its own restarts and limit); a trouble in one restarts that one
+only. The
+endpoint is looked at every interval and started again when it is gone or does not answer.
+Asked to stop (SIGTERM, Ctrl-C), every supervisor ends and every deployment and the endpoint
+are stopped.
 """
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import field
 
-from launcher.commands.evidence import capture
-from launcher.commands.receipts import add_evidence
-from launcher.commands.reporter import Reporter
-from launcher.commands.status import status
-from launcher.commands.stopping import stop_reachable
-from launcher.commands.up import Interrupted, PlanConflict, UpOptions, up
-from launcher.commands.watching import Trouble, watch
-from launcher.core.serving.supervision import Event, RestartPolicy
-from launcher.errors import ExitStatus, SparkLaunchError
+from launcher.core.serving.supervision import Event
+from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
-from launcher.records import record
+from launcher.operations.fleet import Deployments, Prefixed
+from launcher.operations.reporter import Reporter
+from launcher.operations.running.endpoint import Endpoint, start_endpoint, stop_endpoint
+from launcher.operations.running.stopping import stop_reachable
+from launcher.operations.running.supervising import Say, Stopped, SuperviseOptions, supervise
 
 
-class GaveUp(SparkLaunchError):
-    """Too many restarts within the window: every rank was stopped, and the supervisor ends."""
+def supervise_fleet(
+    deployments: Deployments,
+    secret_values: dict[str, str],
+    options: SuperviseOptions,
+    emit: Callable[[Event], None],
+    reporter: Reporter,
+) -> Stopped:
+    """Supervise every chosen deployment (and the endpoint) until asked to stop, then stop them all."""
+    stopping = threading.Event()
+    lock = threading.Lock()
 
-    def __init__(self, message: str, hint: str, exit_status: ExitStatus) -> None:
-        super().__init__(message, hint)
-        self.exit_status = exit_status
+    def said(event: Event) -> None:
+        with lock:
+            emit(event)
 
-
-class Terminated(KeyboardInterrupt):
-    """A signal asked the supervisor to stop (SIGTERM from systemd): stop the cluster and end."""
-
-
-@record
-class SuperviseOptions:
-    """How the supervisor watches and restarts."""
-
-    policy: RestartPolicy = field(default_factory=RestartPolicy)
-    interval: float = 30.0  # seconds between two watchdog probes
-    deadline: float = 30.0  # the probe completion's deadline
-    up: UpOptions = field(default_factory=UpOptions)  # how each start runs (drop_caches, check, ...)
-
-
-@record
-class Stopped:
-    """How the supervisor ended when asked to stop: why, and what was stopped."""
-
-    why: str
-    restarts: int
-
-
-class Say:
-    """Builds events (time, cluster, node, what, why, action) and hands each to `emit`."""
-
-    def __init__(self, cluster: str, emit: Callable[[Event], None]) -> None:
-        self.cluster = cluster
-        self.emit = emit
-
-    def __call__(self, node: str | None, what: str, why: str, action: str) -> None:
-        """Emit one event, stamped now (UTC)."""
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
-        self.emit(Event(now, self.cluster, node, what, why, action))
+    workers = [
+        threading.Thread(
+            target=_keep_one,
+            args=(cluster, secret_values, options, said, Prefixed(reporter, name), stopping),
+            daemon=True,
+        )
+        for name, cluster in deployments.clusters.items()
+    ]
+    if deployments.endpoint is not None:
+        keeper = (deployments.endpoint, secret_values, options, Say(deployments.fleet.name, said), reporter)
+        workers.append(threading.Thread(target=_keep_endpoint, args=(*keeper, stopping), daemon=True))
+    for worker in workers:
+        worker.start()
+    try:
+        while any(w.is_alive() for w in workers):
+            time.sleep(0.5)
+        return Stopped("every supervisor ended", 0)
+    except KeyboardInterrupt as exc:
+        stopping.set()
+        _stop_all(deployments, options.up.grace)
+        for worker in workers:
+            worker.join(60)
+        return Stopped(str(exc) or "interrupted", 0)
 
 
-def supervise(
+def _keep_one(
     cluster: Cluster,
     secret_values: dict[str, str],
     options: SuperviseOptions,
     emit: Callable[[Event], None],
     reporter: Reporter,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    stopping: threading.Event | None = None,
-) -> Stopped:
-    """Keep the cluster serving until asked to stop (Stopped), or until the restart limit (GaveUp).
+    stopping: threading.Event,
+) -> None:
+    """One deployment's supervisor; a GaveUp ends it (its events say why), the others go on."""
 
-    `stopping`: set by whoever supervises several deployments at once and stops them all; the
-    trouble that follows (the ranks it stopped) then ends this supervisor instead of a restart.
-    """
-    say = Say(cluster.spec.name, emit)
-    policy = options.policy
-    say(None, "supervising", f"plan {cluster.plan.digest}; {policy.describe()}", "start unless it runs")
-    restarts: list[float] = []
+    def nap(seconds: float) -> None:  # a back-off that ends when every supervisor is asked to stop
+        stopping.wait(seconds)
+
     try:
-        _stop_a_partial_run(cluster, options, say)
-        while not _asked(stopping):
-            trouble = _start(cluster, secret_values, options, say, reporter) or watch(
-                cluster, options.interval, options.deadline, say, reporter, clock
-            )
-            if _asked(stopping):
-                break
-            _keep_evidence(cluster, secret_values, trouble, say)
-            delay = policy.delay(restarts, clock())
-            if delay is None:
-                raise _give_up(cluster, options, say, trouble, len(policy.recent(restarts, clock())))
-            count = len(policy.recent(restarts, clock())) + 1
-            drop = ", drop the page cache" if options.up.drop_caches else ""
-            say(
-                trouble.node,
-                trouble.what,
-                trouble.why,
-                f"stop every rank{drop}, start the whole cluster in {delay:.0f} s "
-                f"(restart {count} of at most {policy.limit} within {policy.window:.0f} s)",
-            )
-            _stop(cluster, options, say)
-            sleep(delay)
-            restarts.append(clock())
-        say(None, "stopped", "the supervisor of every deployment stops", "exit")
-        return Stopped("stopped with the other deployments", len(restarts))
-    except (KeyboardInterrupt, Interrupted) as exc:
-        signal = exc if isinstance(exc, KeyboardInterrupt) else exc.__context__  # `up` re-raises it
-        why = str(signal) if isinstance(signal, Terminated) and str(signal) else "interrupted"
-        say(None, "stopping", why, "stop every rank")
-        _stop(cluster, options, say)
-        say(None, "stopped", why, "exit")
-        return Stopped(why, len(restarts))
-
-
-def _asked(stopping: threading.Event | None) -> bool:
-    return stopping is not None and stopping.is_set()
-
-
-def _stop_a_partial_run(cluster: Cluster, options: SuperviseOptions, say: Say) -> None:
-    """A run of this plan with ranks missing (one died while nobody watched) is stopped whole,
-    so the first start begins afresh; another plan running is left to `up` (PlanConflict)."""
-    found = status(cluster, deadline=None)
-    running = [n for n in found.nodes if n.running]
-    if found.state == "partial" and all(n.digest == cluster.plan.digest for n in running):
-        missing = ", ".join(n.name for n in found.nodes if not n.running)
-        say(None, "partial", f"this plan runs, but not on {missing}", "stop every rank, then start")
-        _stop(cluster, options, say)
-
-
-def _start(
-    cluster: Cluster, secret_values: dict[str, str], options: SuperviseOptions, say: Say, reporter: Reporter
-) -> Trouble | None:
-    """`up` (every rank, with its check); the trouble when it fails, None once it serves."""
-    try:
-        result = up(cluster, secret_values, options.up, reporter)
-    except (PlanConflict, Interrupted):
-        raise
+        supervise(cluster, secret_values, options, emit, reporter, sleep=nap, stopping=stopping)
     except SparkLaunchError as exc:
-        first = exc.message.splitlines()[0] if exc.message else type(exc).__name__
-        return Trouble(getattr(exc, "node", None), "start failed", first, exc.exit_status)
-    say(None, "serving", result.message, f"watch it (the watchdog every {options.interval:.0f} s)")
-    return None
+        reporter.info(exc.render())
 
 
-def _keep_evidence(cluster: Cluster, secret_values: dict[str, str], trouble: Trouble, say: Say) -> None:
-    """Before any rank is stopped: every rank's stacks and log tail, into the run's receipt."""
-    if trouble.what == "start failed":  # `up` kept its own evidence and stopped every rank
-        return
-    found = capture(cluster, f"{trouble.what}: {trouble.why}", secret_values)
-    kept = found.run_id is not None and add_evidence(cluster, found.run_id, found.entry)
-    receipt = f"the receipt of run {found.run_id}, and " if kept else ""
-    say(trouble.node, "captured", found.said(), f"kept in {receipt}{', '.join(found.files) or 'no file'}")
+def _keep_endpoint(
+    endpoint: Endpoint,
+    secret_values: dict[str, str],
+    options: SuperviseOptions,
+    say: Say,
+    reporter: Reporter,
+    stopping: threading.Event,
+) -> None:
+    """Start the endpoint, then look at it every interval; start it again when it is gone."""
+    restarts: list[float] = []
+    node = endpoint.plan.node.name
+    try:
+        start_endpoint(endpoint, secret_values, reporter)
+        say(node, "serving", endpoint.plan.url, f"watch it (every {options.interval:.0f} s)")
+    except SparkLaunchError as exc:
+        say(node, "start failed", exc.message, "try again at the next look")
+    while not stopping.wait(options.interval):
+        try:
+            if not (endpoint.agent.status().alive and endpoint.live()):
+                say(node, "endpoint down", "not running or not answering", "start it again")
+                delay = options.policy.delay(restarts, time.monotonic())
+                if delay is None:
+                    say(node, "gave up", "the endpoint keeps failing", "stop it")
+                    stop_endpoint(endpoint, options.up.grace)
+                    return
+                stop_endpoint(endpoint, options.up.grace)
+                if stopping.wait(delay):
+                    return
+                start_endpoint(endpoint, secret_values, reporter)
+                restarts.append(time.monotonic())
+                say(node, "serving", endpoint.plan.url, "watch it")
+        except SparkLaunchError as exc:
+            say(node, "endpoint trouble", exc.message, "look again")
 
 
-def _stop(cluster: Cluster, options: SuperviseOptions, say: Say) -> None:
-    """Stop every rank that answers; an event names any node that could not be reached."""
-    result, unreachable = stop_reachable(cluster, options.up.grace)
-    left = {n: r.remaining for n, r in result.per_node.items() if r.remaining}
-    for name, error in unreachable.items():
-        say(name, "cannot stop", error.message, "it is stopped once reachable (the next start checks)")
-    for name, count in left.items():
-        say(name, "cannot stop", f"{count} process(es) survived SIGKILL", "look at them with ps")
-
-
-def _give_up(cluster: Cluster, options: SuperviseOptions, say: Say, trouble: Trouble, count: int) -> GaveUp:
-    """Stop everything and say why; GaveUp, with the last trouble's exit status, to raise."""
-    policy = options.policy
-    why = f"{count} restart(s) within {policy.window:.0f} s; last: {trouble.what} ({trouble.why})"
-    say(trouble.node, "gave up", why, "stop every rank and exit")
-    _stop(cluster, options, say)
-    return GaveUp(
-        f"cluster {cluster.spec.name}: gave up after {why}; nothing is left running",
-        "`spark-launch logs SPEC -n 200` and the supervisor's event log say why; fix it, then start "
-        "supervise again",
-        trouble.exit_status,
-    )
+def _stop_all(deployments: Deployments, grace: float) -> None:
+    """Stop every chosen deployment's ranks and the endpoint, at once."""
+    threads = [
+        threading.Thread(target=stop_reachable, args=(c, grace), daemon=True)
+        for c in deployments.clusters.values()
+    ]
+    if deployments.endpoint is not None:
+        threads.append(
+            threading.Thread(target=stop_endpoint, args=(deployments.endpoint, grace), daemon=True)
+        )
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(grace + 60)

@@ -1,316 +1,116 @@
-"""`spark-launch up`: check, start every rank, follow them all until the head serves a completion.
-
-`up` never leaves a half-started cluster behind: a rank that exits, a lost node, a time-out
-or Ctrl-C stops every node that answers (and names any that could not be reached).
-"""
+"""`spark-launch up`: every chosen deployment checked (their memory together), started at once,
+followed until each serves; then the endpoint. One deployment goes through exactly what a
+one-model spec goes through (`operations.running.starting`)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
-from launcher.commands.caches import drop_caches
-from launcher.commands.check import NodesDisagree, run_check
-from launcher.commands.evidence import capture
-from launcher.commands.follow import Exited, Lost, Served, TimedOut, drain, follow
-from launcher.commands.inputs import gathered
-from launcher.commands.lockfile import refuse_drift
-from launcher.commands.receipts import Run, record_run
-from launcher.commands.reporter import Reporter
-from launcher.commands.serving import LOST_AFTER_SECONDS, complete
-from launcher.commands.stopping import stop_all, stop_reachable
-from launcher.core.answers.run import NodeState, RunState
 from launcher.core.checks import Report
-from launcher.core.receipts.lockfile import Lock
-from launcher.core.remote import node_job
 from launcher.core.reports import check_summary
-from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
-from launcher.errors import ExitStatus, SparkLaunchError
-from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster, Unreachable, new_run_id
-from launcher.node.executor import NodeError
-from launcher.records import record
+from launcher.core.serving.state import ClusterStatus
+from launcher.errors import SparkLaunchError
+from launcher.operations.drift import refuse_drift
+from launcher.operations.fleet import Board, Deployments, Prefixed, each
+from launcher.operations.gate import NodesDisagree, merge_reports, run_check, with_endpoint
+from launcher.operations.reporter import Reporter
+from launcher.operations.running.cluster_status import status
+from launcher.operations.running.endpoint import start_endpoint, stop_endpoint
+from launcher.operations.running.page_cache import drop_caches
+from launcher.operations.running.starting import Interrupted, UpOptions, UpResult, up
+from launcher.operations.running.stopping import stop_reachable
 
-__all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
-
-
-class PlanConflict(SparkLaunchError):
-    """The cluster runs something other than this plan."""
-
-
-class Interrupted(SparkLaunchError):
-    """Ctrl-C: what was started has been stopped."""
-
-    exit_status = ExitStatus.INTERRUPTED
+__all__ = ["FleetUp", "up_fleet"]
 
 
-class StartupFailed(SparkLaunchError):
-    """A rank died, or the cluster did not serve in time; everything was stopped."""
+@dataclass
+class FleetUp:
+    """What `up` did for each deployment, and where the endpoint serves."""
 
-    def __init__(self, message: str, hint: str | None, details: list[str]) -> None:
-        super().__init__(message, hint)
-        self.details = details
-
-    def render(self) -> str:
-        """The failure, the evidence, then the hint."""
-        body = "\n".join([self.message, *self.details])
-        return body + (f"\n  hint: {self.hint}" if self.hint else "")
+    results: dict[str, UpResult]
+    endpoint: str | None
+    failed: dict[str, SparkLaunchError] = field(default_factory=dict)
 
 
-@record
-class UpOptions:
-    """How `up` behaves."""
-
-    timeout: float = 900.0
-    wait: bool = True
-    replace: bool = False
-    grace: float = 15.0
-    check: bool = True
-    probe: bool = True
-    fresh: bool = False
-    collective: bool = True  # the collective preflight, in the check
-    lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
-    drop_caches: bool = False  # sync and drop the page cache on every node before the check
-    locked: Lock | None = None  # refuse to start when a node differs from this lock file
-
-
-@record
-class UpResult:
-    """What `up` did."""
-
-    started: bool
-    run_id: str | None
-    seconds: float
-    url: str
-    model: str | None
-    message: str
+def up_fleet(
+    deployments: Deployments, secret_values: dict[str, str], options: UpOptions, reporter: Reporter
+) -> FleetUp:
+    """Check every deployment to start (their memory together), start them at once, then the endpoint."""
+    starting = _not_running(deployments)
+    if options.drop_caches:
+        for name in starting:
+            drop_caches(
+                deployments.clusters[name], Prefixed(reporter, name) if deployments.fleet.multi else reporter
+            )
+    reports = _check_together(deployments, starting, options, reporter) if options.check and starting else {}
+    try:
+        return _start_all(deployments, secret_values, options, reporter, reports)
+    except KeyboardInterrupt:
+        reporter.info("interrupted: stopping what was started")
+        for name in starting:
+            stop_reachable(deployments.clusters[name], options.grace)
+        if deployments.endpoint is not None and deployments.whole:
+            stop_endpoint(deployments.endpoint, options.grace)
+        raise Interrupted(f"interrupted; {', '.join(starting) or 'nothing'} stopped") from None
 
 
-def up(
-    cluster: Cluster,
+def _start_all(
+    deployments: Deployments,
     secret_values: dict[str, str],
     options: UpOptions,
     reporter: Reporter,
-    checked: Report | None = None,
-) -> UpResult:
-    """Start the plan on every node and wait until the head serves (or fail cleanly).
-
-    `checked`: the check's report when the caller ran it already (with the other deployments
-    sharing the nodes); it goes into the receipt as the check `up` ran itself would.
-    """
-    run_id = new_run_id()
-    with cluster.locked("up", run_id):
-        existing = _running(cluster)
-        if existing:
-            digests = {s.state.digest for s in existing.values() if s.state}
-            if len(existing) == len(cluster.names) and digests == {cluster.plan.digest}:
-                return UpResult(
-                    False,
-                    None,
-                    0.0,
-                    _url(cluster),
-                    None,
-                    f"cluster {cluster.spec.name} already runs plan {cluster.plan.digest}: nothing to do",
-                )
-            if not options.replace:
-                raise PlanConflict(
-                    f"cluster {cluster.spec.name} is already running on {', '.join(sorted(existing))} "
-                    f"(plan {', '.join(sorted(digests)) or '?'}), and this plan is {cluster.plan.digest}",
-                    "`spark-launch up --replace` restarts it with this plan; `spark-launch down` stops it",
-                )
-            reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
-            stop_all(cluster, options.grace)
-        if options.drop_caches:
-            drop_caches(cluster, reporter)
-        # a report checked by the caller was held to the lock there (up_fleet's shared check)
-        report = checked if checked is not None else _check_first(cluster, options, reporter)
-        return record_run(
-            cluster,
-            report,
-            secret_values,
-            lambda run: _start_and_wait(cluster, secret_values, options, reporter, run),
-            run_id,
+    reports: dict[str, Report],
+) -> FleetUp:
+    board = Board(reporter)
+    say = board.reporter if deployments.fleet.multi else (lambda _: reporter)  # one: as it always said
+    checked_options = replace(options, drop_caches=False)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The router starts beside the deployments (it needs none of them to listen).
+        endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
+        outcomes = each(
+            deployments.clusters,
+            lambda n, c: up(c, secret_values, checked_options, say(n), checked=reports.get(n)),
         )
+        url = endpoint.result()
+    failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
+    results = {n: r for n, r in outcomes.items() if isinstance(r, UpResult)}
+    if deployments.endpoint is not None and not results and deployments.whole:
+        stop_endpoint(deployments.endpoint, options.grace)  # nothing serves behind it: leave nothing
+        url = None
+    return FleetUp(results, url, failed)
 
 
-def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Report | None:
-    """Refuse to start nodes that are not alike (the whole point: fail before loading weights),
-    or that differ from the lock file (--locked); the check's report, for the receipt."""
-    if not options.check:
-        reporter.info(
-            "WARNING: --skip-check: starting without checking that the nodes are alike; a "
-            "difference may only show after the weights load, or as a hang"
-        )
-        if options.locked is not None:
-            refuse_drift(cluster, options.locked, gathered(cluster))
-        return None
-    doing = [
-        *(["a collective across the fabric"] if options.collective else []),
-        *(["each node's own vLLM resolving its command"] if options.probe else []),
-    ]
-    reporter.info("checking the nodes" + (f" ({', then '.join(doing)})" if doing else ""))
-    report = run_check(cluster, probe=options.probe, fresh=options.fresh, collective=options.collective)
-    if options.locked is not None and not report.unreachable:  # the lock names what moved
-        refuse_drift(cluster, options.locked, report.facts)
-    if not report.ok:
-        raise NodesDisagree(report)
-    reporter.info(check_summary(report))
-    return report
-
-
-def _running(cluster: Cluster) -> dict[str, NodeState]:
-    """Nodes with a live process of ours; an unreachable node is an error here."""
-    statuses = cluster.each(lambda agent: agent.status())
-    errors = {n: s for n, s in statuses.items() if isinstance(s, SparkLaunchError)}
-    if errors:  # every one named: fixing SSH node by node, one run each, is the slow way
-        raise Unreachable(errors, len(cluster.names), "nothing was started")
-    return {name: s for name, s in statuses.items() if isinstance(s, NodeState) and s.alive}
-
-
-def _start_and_wait(
-    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter, run: Run
-) -> UpResult:
-    run_id = run.run_id
-    began = time.monotonic()
-    reporter.info(
-        f"starting {cluster.spec.name} (plan {cluster.plan.digest}, run {run_id}) "
-        f"on {len(cluster.names)} node(s)"
-    )
-    commands = {n.name: n for n in cluster.plan.nodes}
-
-    def start(agent: Agent) -> RunState:
-        return agent.start(node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values))
-
-    try:
-        _start_all(cluster, start, options)
-        if not options.wait:
-            return UpResult(
-                True,
-                run_id,
-                time.monotonic() - began,
-                _url(cluster),
-                None,
-                f"started {cluster.spec.name} (not waiting: see `spark-launch status`)",
-            )
-        model = _wait(cluster, options, reporter, began, run)
-    except KeyboardInterrupt:
-        reporter.info("interrupted: stopping what was started")
-        raise Interrupted(f"interrupted; {_stop_what_answers(cluster, options)}") from None
-    seconds = time.monotonic() - began
-    return UpResult(
-        True,
-        run_id,
-        seconds,
-        _url(cluster),
-        model,
-        f"{cluster.spec.name} serves {model} at {_url(cluster)} ({seconds:.1f} s)",
+def _endpoint(deployments: Deployments, secret_values: dict[str, str], reporter: Reporter) -> str | None:
+    return (
+        None
+        if deployments.endpoint is None
+        else start_endpoint(deployments.endpoint, secret_values, reporter)
     )
 
 
-def _start_all(cluster: Cluster, start: Callable[[Agent], RunState], options: UpOptions) -> None:
-    """Start every rank at once; if any did not start (for any reason), stop every one that did."""
-    try:
-        started = cluster.each(start)
-    except Exception:  # not a node's error (those are values): still nothing left half-started
-        _stop_what_answers(cluster, options)
-        raise
-    failed = {n: s for n, s in started.items() if isinstance(s, SparkLaunchError)}
-    if failed:
-        left = _stop_what_answers(cluster, options)
-        name, why = next(iter(failed.items()))
-        reason = why.reason if isinstance(why, NodeError) and why.node == name else why.message
-        raise StartupFailed(f"could not start on {name}: {reason}", left, [])
+def _not_running(deployments: Deployments) -> list[str]:
+    """The chosen deployments that do not already run their plan everywhere."""
+    found = each(deployments.clusters, lambda _, c: status(c, deadline=None))
+    return [n for n, s in found.items() if not (isinstance(s, ClusterStatus) and s.state == "running")]
 
 
-def _stop_what_answers(cluster: Cluster, options: UpOptions) -> str:
-    """Stop every node that answers; say so, and name the ones that did not."""
-    _, unreachable = stop_reachable(cluster, options.grace)
-    if not unreachable:
-        return "every node was stopped"
-    return f"every other node was stopped; could not reach {', '.join(sorted(unreachable))} to stop it"
-
-
-def _url(cluster: Cluster) -> str:
-    return f"http://{cluster.head.address}:{cluster.plan.api_port}/v1"
-
-
-def _wait(cluster: Cluster, options: UpOptions, reporter: Reporter, began: float, run: Run) -> str | None:
-    """Follow every rank until the head serves; on any other outcome stop every node and say why."""
-    watches = {n.name: NodeWatch(n.name, n.rank) for n in cluster.plan.nodes}
-    outcome = follow(cluster, watches, reporter, options.timeout, options.lost_after)
-    if isinstance(outcome, Served):
-        model = _served_model(cluster)
-        if model is not None:
-            _first_completion(cluster, model, options, reporter, began)
-        return model
-    if isinstance(outcome, Exited):
-        _fail(cluster, watches, outcome, options, reporter, run)
-    left = _stop_what_answers(cluster, options)
-    if isinstance(outcome, Lost):
-        raise NodeError(
-            outcome.node,
-            f"lost while waiting ({outcome.reason}); {left}",
-            "`spark-launch down` once the node answers again stops what may still run there",
-        )
-    assert isinstance(outcome, TimedOut)
-    where = ", ".join(f"{n} at '{w.stage_name}'" for n, w in watches.items())
-    raise StartupFailed(
-        f"{cluster.spec.name} did not serve within {options.timeout:.0f} s ({where}); {left}",
-        "`spark-launch logs` shows why, or raise --timeout",
-        [],
-    )
-
-
-def _first_completion(
-    cluster: Cluster, model: str, options: UpOptions, reporter: Reporter, began: float
-) -> None:
-    """Only a completion proves it serves (/health is 200 on an engine whose completions fail or
-    hang): one token, within what is left of the timeout; the first request may compile kernels."""
-    reporter.info("the API is up: sending a first completion (the first request may compile kernels)")
-    done = complete(cluster, model, max(30.0, options.timeout - (time.monotonic() - began)))
-    if done.ok:
-        return
-    left = _stop_what_answers(cluster, options)
-    how = f"did not finish within {done.seconds:.0f} s" if done.timed_out else f"failed: {done.error}"
-    raise StartupFailed(
-        f"{cluster.spec.name} answers /health, but its first completion {how}; {left}",
-        "`spark-launch logs SPEC -n 200` shows why (the CPU build compiles kernels at the first request "
-        "and needs a C++ compiler for it)",
-        [],
-    )
-
-
-def _served_model(cluster: Cluster) -> str | None:
-    try:
-        return str(cluster.served_model()["id"])
-    except NodeError:
-        return None
-
-
-def _fail(
-    cluster: Cluster,
-    watches: dict[str, NodeWatch],
-    exited: Exited,
-    options: UpOptions,
-    reporter: Reporter,
-    run: Run,
-) -> None:
-    """A rank exited: say so at once, keep the evidence, stop everything, then say which, how and
-    (when known) why."""
-    watch = watches[exited.node]
-    what = f"{exited.node} (rank {watch.rank}) exited with status {exited.code} after {exited.seconds:.0f} s"
-    reporter.info(f"{what}, at '{watch.stage_name}': capturing every rank's stacks, then stopping every node")
-    run.add(capture(cluster, what, run.secrets, run.run_id).entry)
-    left = _stop_what_answers(cluster, options)
-    drain(cluster, watches)
-    found: Diagnosis | None = diagnose(watch.text, exited.code)
-    for other in watches.values():  # the cause may be in another rank's log
-        found = found or diagnose(other.text)
-    details = [f"  last lines of {exited.node}'s log:", *(f"    {line[:240]}" for line in watch.tail[-15:])]
-    if found:
-        details += [f"  diagnosis: {found.title}", f"  evidence:  {found.evidence}"]
-    raise StartupFailed(
-        f"{what}, at '{watch.stage_name}'; {left}",
-        found.hint if found else "`spark-launch logs SPEC -n 200` shows the whole log",
-        details,
-    )
+def _check_together(
+    deployments: Deployments, starting: list[str], options: UpOptions, reporter: Reporter
+) -> dict[str, Report]:
+    """Every deployment to start is checked (its nodes alike); then what they claim of each node's
+    memory together. NodesDisagree, before anything starts, when one fails or a node is over;
+    else each deployment's report."""
+    reporter.info(f"checking the nodes of {', '.join(starting)}")
+    reports = {
+        n: run_check(deployments.clusters[n], probe=options.probe, fresh=options.fresh) for n in starting
+    }
+    if options.locked is not None:  # the lock names what moved, before the check's verdict
+        for name in starting:
+            if not reports[name].unreachable:
+                refuse_drift(deployments.clusters[name], options.locked, reports[name].facts)
+    merged = with_endpoint(merge_reports(reports), deployments)
+    if not merged.ok:
+        raise NodesDisagree(merged)
+    reporter.info(check_summary(merged))
+    return reports

@@ -14,11 +14,11 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from launcher.commands.serving import metric_totals
 from launcher.core.serving.state import Check, Verification
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import NodeError
+from launcher.operations.running.head_health import metric_totals
 
 HITS = "vllm:prefix_cache_hits"
 CACHE_INFO = "vllm:cache_config_info"

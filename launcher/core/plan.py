@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from hashlib import sha256
 from typing import Any
 
 from launcher.core.render import NodeCommand, render_nodes
 from launcher.core.rows import Derived, model_rows, runner_set, topology_rows
 from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
-from launcher.core.spec.checks import NO_NODES, release_problem
 from launcher.core.spec.container import changed_from_defaults
-from launcher.core.spec.pep440 import parse
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import Spec
+from launcher.core.spec.spec_checks import NO_NODES, release_problem
+from launcher.core.spec.versions import parse
 from launcher.core.vllm.argv import BadValue, check_value, option_args
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts
-from launcher.digest import sha256
 from launcher.errors import Problem
-from launcher.records import record
 
 # serve keys the launcher sets per node, or from elsewhere in the spec.
 LAUNCHER_ONLY = (
@@ -47,7 +47,7 @@ class PlanProblems(Exception):
         self.problems = problems
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Plan:
     """Everything `up` will do, decided before anything runs."""
 

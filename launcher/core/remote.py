@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.plan import Plan
@@ -25,7 +26,6 @@ from launcher.core.render import (
 )
 from launcher.core.spec.container import container_options
 from launcher.core.spec.sections import Spec, VllmSection
-from launcher.records import record
 
 PYTHON = "python3"  # the nodes' own interpreter runs the scripts (3.8 or newer)
 # The scripts take the standard library only: without `site` (-S) no package installed on the
@@ -38,7 +38,7 @@ SCRIPT_STAGE = "import sys;exec(sys.stdin.buffer.readline())"
 PROBE_CACHE = ".spark-launch/cache/probe"  # under the remote user's home
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Call:
     """One command sent to a node: the shell line, and what its stdin gets."""
 
@@ -93,7 +93,7 @@ def start_calls(directory: str, job: dict[str, Any]) -> tuple[Call, ...]:
 
 def status_call(directory: str, offset: int | None = None) -> Call:
     """State, liveness and exit status; with `offset`, the log from there on."""
-    return script("status", directory, *([] if offset is None else [str(offset)]), timeout=30)
+    return script("rank_status", directory, *([] if offset is None else [str(offset)]), timeout=30)
 
 
 def watch_call(directory: str, offset: int, seconds: float) -> Call:
@@ -111,23 +111,23 @@ def stop_call(directory: str, grace: float, containers: bool = False) -> Call:
 
 def logs_call(directory: str, lines: int, follow: bool) -> Call:
     """The current run's log, its last `lines`; with `follow`, until interrupted."""
-    return script("logs", directory, str(lines), *(["follow"] if follow else []))
+    return script("log_tail", directory, str(lines), *(["follow"] if follow else []))
 
 
 def lock_call(directory: str, holder: dict[str, Any], stale: str | None = None) -> Call:
     """Take the cluster lock (kept beside this node's run directory); with `stale`, break it
     in the same step if the holder with that token still has it."""
-    return script("lock", directory, "take", json.dumps(holder), *([stale] if stale else []))
+    return script("cluster_lock", directory, "take", json.dumps(holder), *([stale] if stale else []))
 
 
 def unlock_call(directory: str, token: str) -> Call:
     """Release the cluster lock held with `token` ('*' forces it)."""
-    return script("lock", directory, "release", token)
+    return script("cluster_lock", directory, "release", token)
 
 
 def facts_call(directory: str, request: dict[str, Any]) -> Call:
     """Everything `check` compares, gathered on the node."""
-    return script("facts", directory, json.dumps(request), timeout=120)
+    return script("check_facts", directory, json.dumps(request), timeout=120)
 
 
 def image_call(directory: str, image: str) -> Call:
@@ -277,11 +277,11 @@ def catalog_call(vllm: VllmSection, cluster: str) -> Call:
     network that is removed after (labelled as the cluster's, so `down` would remove it).
     """
     if vllm.runtime == "venv":
-        return Call(shell_words([f"{vllm.venv}/bin/python", "-"]), script="catalog", timeout=900)
+        return Call(shell_words([f"{vllm.venv}/bin/python", "-"]), script="learn_catalog", timeout=900)
     docker = ["docker", "run", "--rm", "--interactive", "--pull=never", "--network=none"]
     label = f"--label={CONTAINER_LABEL}={cluster}"
     words = [*docker, label, "--entrypoint", PYTHON, str(vllm.image), "-"]
-    return Call(shell_words(words), script="catalog", timeout=900)
+    return Call(shell_words(words), script="learn_catalog", timeout=900)
 
 
 def dry_run_calls(spec: Spec, plan: Plan) -> dict[str, tuple[Call, ...]]:

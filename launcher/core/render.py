@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from launcher.core.spec.container import container_options
 from launcher.core.spec.sections import Node, Spec
 from launcher.errors import SparkLaunchError
-from launcher.records import record
 
 # Docker reads the node's environment (secrets included) from this file in the cluster's
 # run directory on the node, so no value ever reaches argv and argv stays identical.
@@ -34,7 +34,7 @@ def container_name(spec: Spec) -> str:
     return f"spark-launch-{spec.name.replace('/', '.')}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NodeCommand:
     """What runs on one node: argv, environment (values) and secret names (no values)."""
 

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.spec.container import container_settings
 from launcher.core.spec.sections import Spec
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts
-from launcher.records import record
 
 # Where a decided value comes from: the spec's own value, the launcher's decision, the value
 # vLLM would choose by itself (pinned so every node agrees), or the model's files.
 SOURCES = ("spec", "launcher", "vllm-default", "model")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Derived:
     """One decided setting, for the plan's table."""
 

@@ -3,12 +3,12 @@ terminal and says whether it is one; piped output stays unwrapped and unmarked, 
 
 from __future__ import annotations
 
-from launcher.records import record
+from dataclasses import dataclass
 
 STYLES = {"fail": "1;31", "warn": "33", "ok": "32", "dim": "2"}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Screen:
     """Where text goes: its width in columns (None: as wide as it needs), and whether to mark it."""
 

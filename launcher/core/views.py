@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from launcher.core.fleet import Fleet
+from launcher.core.fleet_plan import Fleet
 from launcher.core.plan import LAUNCHER_ONLY, SECRET_OPTIONS, SPEC_OWNED, Plan
 from launcher.core.render import pretty_command, shown_word
-from launcher.core.spec.pep440 import parse
 from launcher.core.spec.sections import spec_schema
+from launcher.core.spec.versions import parse, public
 from launcher.core.terminal import PLAIN, Screen
 from launcher.core.vllm.catalog import Catalog
 from launcher.errors import one_line
 
 if TYPE_CHECKING:  # the dry run's calls, the endpoint's plan: a plan of one deployment needs neither
-    from launcher.core.endpoint import EndpointPlan
+    from launcher.core.endpoint_plan import EndpointPlan
     from launcher.core.remote import Call
 
 # Where a value comes from, as the plan's text says it in brackets.
@@ -98,7 +99,7 @@ def plan_text(plan: Plan, screen: Screen = PLAIN) -> str:
         f"cluster {plan.cluster}: vLLM {plan.vllm_version} ({plan.runtime}), "
         f"{len(plan.nodes)} node(s), plan {plan.digest}"
     ]
-    if parse(plan.catalog_version) != parse(plan.vllm_version).public:  # vllm.flags_from
+    if parse(plan.catalog_version) != public(parse(plan.vllm_version)):  # vllm.flags_from
         out.append(
             f"  ! using the flags of vLLM {plan.catalog_version}: unsupported release, at your own risk"
         )
@@ -191,13 +192,13 @@ def _pretty_data(data: str) -> str:
 
 def endpoint_dict(endpoint: EndpointPlan) -> dict[str, Any]:
     """The endpoint as `plan --json` prints it."""
-    from launcher.core.endpoint import ROUTER_PIN
+    from launcher.core.endpoint_plan import ROUTER_PIN
 
     return {
         "router": ROUTER_PIN,
         "node": endpoint.node.name,
         "url": endpoint.url,
-        "routes": [r.__dict__ for r in endpoint.routes],
+        "routes": [asdict(r) for r in endpoint.routes],
         "argv": list(endpoint.argv),
         "env": endpoint.env,
         "secrets": list(endpoint.secrets),
@@ -237,7 +238,7 @@ def fleet_text(fleet: Fleet, screen: Screen = PLAIN) -> str:
 
 def endpoint_text(endpoint: EndpointPlan) -> str:
     """The endpoint: where it listens, what it routes where, its exact command and config."""
-    from launcher.core.endpoint import CONFIG_FILE, ROUTER_PIN
+    from launcher.core.endpoint_plan import CONFIG_FILE, ROUTER_PIN
 
     out = [f"### endpoint {endpoint.url} ({ROUTER_PIN} on {endpoint.node.name}), plan {endpoint.digest}"]
     out += [f"  {r.model:<20} -> {r.url}  (deployment {r.deployment})" for r in endpoint.routes]

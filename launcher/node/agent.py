@@ -12,16 +12,15 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from launcher.core import remote
-from launcher.core.answers import facts as facts_answer
-from launcher.core.answers import sync as sync_answer
-from launcher.core.answers.facts import Facts, ImageFacts
-from launcher.core.answers.probe import Listening, Probed
+from launcher.core.answers import facts_answer, sync_answer
+from launcher.core.answers.facts_answer import Facts, ImageFacts
+from launcher.core.answers.probe_answer import Listening, Probed
 from launcher.core.answers.read import BadAnswer, Refused, loads
-from launcher.core.answers.run import Locked, NodeState, RunState, Stopped, started
+from launcher.core.answers.run_answer import Locked, NodeState, RunState, Stopped, started
 from launcher.core.remote import Call
 from launcher.core.render import run_dir
-from launcher.core.sync import calls as sync_calls
-from launcher.core.sync.manifest import Manifest
+from launcher.core.sync import sync_calls
+from launcher.core.sync.model_manifest import Manifest
 from launcher.errors import ExitStatus
 from launcher.node.executor import Executor, NodeError, Result, Stream
 from launcher.node.scripts import bundle, loader_line

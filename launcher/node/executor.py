@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from launcher.errors import ExitStatus, SparkLaunchError
-from launcher.records import record
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ class StopStream(Exception):
     """Raised by a stream's `on_line` to end the stream: the executor closes it and returns."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Result:
     """A finished command: what ran, its exit status and its output."""
 
@@ -59,7 +59,7 @@ class Result:
         raise NodeError(node, f"{what} failed (exit {self.exited}): {' / '.join(detail) or 'no output'}")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HttpResponse:
     """An HTTP answer from a node's port."""
 

@@ -18,10 +18,10 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from launcher.node.executor import Executor, NodeError, Result, Stream
 from launcher.node.output import MAX_STDERR, MAX_STDOUT, Drain, TooMuch, too_much
-from launcher.records import record
 
 OnSent = Callable[[str, int], None]  # (target, bytes it has been sent so far)
 CHUNK = 1 << 20
@@ -29,7 +29,7 @@ QUEUE_BLOCKS = 32
 BROKEN = (OSError, EOFError)  # what a stream's send raises once its command takes no more
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Relayed:
     """A relay's outcome: the source command's result, each target's, and the bytes each got."""
 
@@ -98,7 +98,7 @@ def _said(name: str, command: str, drain: Drain) -> str:
         return f"connection lost: {exc}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Pumped:
     """What a pump did: bytes per sink, the source's error, and whether it was read to its end."""
 

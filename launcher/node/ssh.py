@@ -25,7 +25,7 @@ from typing import Any
 import paramiko
 from fabric import Config, Connection
 
-from launcher.core.spec.checks import ssh_target_problem
+from launcher.core.spec.spec_checks import ssh_target_problem
 from launcher.errors import InputError
 from launcher.node import output
 from launcher.node.channel import ChannelStream, KeptOpen

@@ -11,13 +11,12 @@ from __future__ import annotations
 import os
 import re
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.records import record
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class Target:
     """A node's SSH target as its ssh_config resolves it."""
 

@@ -20,7 +20,7 @@ import yaml
 from launcher.catalogs import load_catalog
 from launcher.core.plan import Plan, build_plan
 from launcher.core.rules.base import bool_args, in_range
-from launcher.core.spec.pep440 import parse
+from launcher.core.spec.versions import parse
 from launcher.core.vllm.catalog import Catalog
 from launcher.load import catalog_for, read_model_facts
 from tests.conftest import ROOT, spec_of

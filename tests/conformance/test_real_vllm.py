@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 
 from launcher.catalogs import CATALOG_DIR
-from launcher.commands.planning import learn_catalog
 from launcher.core.checks import AGREE
-from launcher.core.checks.probe import hash_rows
+from launcher.core.checks.probe_rows import hash_rows
 from launcher.core.plan import PlanProblems
 from launcher.core.render import shell_words
 from launcher.core.vllm.releases import same_release
 from launcher.node.agent import Agent
 from launcher.node.scripts.probe import MARKER
+from launcher.operations.gathering.head_planning import learn_catalog
 from tests.conformance import cases
 from tests.conformance.conftest import RELEASES, Answers, cpu_env, probe_file, venv_for
 from tests.conftest import base_spec, edit, spec_of

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.commands.reporter import Silent
-from launcher.commands.up import StartupFailed, UpOptions, up
 from launcher.load import plan_file
 from launcher.node.cluster import Cluster
 from launcher.node.ssh import SshExecutor
+from launcher.operations.reporter import Silent
+from launcher.operations.running.starting import StartupFailed, UpOptions, up
 from tests.e2e.conftest import (
     BED,
     DEMO,

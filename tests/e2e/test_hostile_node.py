@@ -184,8 +184,8 @@ def facts_answer(tmp_path: Path, **vllm: Any) -> str:
     request = {"venv": str(BED / "vllm"), "interface": "eth0", "address": "10.99.0.1", "ports": []}
     where = tmp_path / "t" / "node1"
     done = subprocess.run(
-        ["/usr/bin/python3", "-", "facts", str(where), json.dumps(request)],
-        input=bundle("facts"),
+        ["/usr/bin/python3", "-", "check_facts", str(where), json.dumps(request)],
+        input=bundle("check_facts"),
         capture_output=True,
         text=True,
         check=True,
@@ -210,11 +210,11 @@ def facts_answer(tmp_path: Path, **vllm: Any) -> str:
 def test_forged_facts_are_refused_naming_the_node(
     forge: Callable[[str, str], None], tmp_path: Path, vllm: dict[str, Any], said: str
 ) -> None:
-    forge("facts.answer", facts_answer(tmp_path, **vllm))
+    forge("check_facts.answer", facts_answer(tmp_path, **vllm))
     done = cli("check", spec_file(tmp_path), "--no-probe", timeout=300)
     assert done.returncode == 4, done.stdout + done.stderr
     said_all = done.stdout + done.stderr  # the table (node1's column says why), then the verdict
-    assert "malformed answer from the node script facts" in said_all and said in said_all
+    assert "malformed answer from the node script check_facts" in said_all and said in said_all
     assert "cannot reach 1 of 2 node(s) (node1)" in said_all
 
 
@@ -263,7 +263,7 @@ FLOOD = 400 * MiB
 def test_a_node_flooding_its_answer_is_refused_with_bounded_memory_and_no_stall(
     forge: Callable[[str, str], None], script: str, said: str
 ) -> None:
-    forge("status.sh", script + "\n")
+    forge("rank_status.sh", script + "\n")
     done, seconds, peak = measured("status", DEMO, "--json")
     print(f"\nflood ({said}): {seconds:.1f} s, launcher peak RSS {peak} MiB")
     [node1] = [n for n in json.loads(done.stdout)["nodes"] if n["name"] == "node1"]

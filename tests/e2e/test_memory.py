@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.commands.caches import drop_caches
-from launcher.commands.reporter import Silent
 from launcher.load import plan_file
 from launcher.node.cluster import Cluster
 from launcher.node.ssh import SshExecutor
+from launcher.operations.reporter import Silent
+from launcher.operations.running.page_cache import drop_caches
 from tests.e2e.conftest import BED, DEMO, cli, marked_processes, spec_file
 
 pytestmark = pytest.mark.testbed

@@ -13,9 +13,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
-
-from launcher.records import record
 
 T = TypeVar("T")
 
@@ -50,7 +49,7 @@ def loads(line: str | bytes) -> object:
         raise BadAnswer("answer", f"not JSON ({str(exc)[:80]})") from None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class At:
     """A value of an answer, and where it is in it."""
 

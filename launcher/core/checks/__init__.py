@@ -5,15 +5,15 @@ differ from the spec), and says how to fix it. `report` has the Row and Report v
 the two comparisons (`same`, `each`); a new kind of row goes in the module of its area.
 """
 
-from launcher.core.checks.env import env_rows
-from launcher.core.checks.hosts import host_rows
-from launcher.core.checks.install import catalog_rows, image_release_row, vllm_rows
-from launcher.core.checks.memory import memory_rows
-from launcher.core.checks.model import model_rows, planned_model_rows
-from launcher.core.checks.network import network_rows
-from launcher.core.checks.probe import AGREE, probe_rows
+from launcher.core.checks.check_report import Report, Row, each, same
+from launcher.core.checks.env_rows import env_rows
+from launcher.core.checks.hosts_rows import host_rows
+from launcher.core.checks.install_rows import catalog_rows, image_release_row, vllm_rows
+from launcher.core.checks.memory_rows import memory_rows
+from launcher.core.checks.model_rows import model_rows, planned_model_rows
+from launcher.core.checks.network_rows import network_rows
+from launcher.core.checks.probe_rows import AGREE, probe_rows
 from launcher.core.checks.regressions import regression_rows
-from launcher.core.checks.report import Report, Row, each, same
 
 __all__ = [
     "AGREE",

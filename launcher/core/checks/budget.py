@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from launcher.records import record
 
 GiB = 1 << 30
 FLOOR = 4 * GiB  # left for the system, sshd and vLLM's own processes
@@ -29,7 +28,7 @@ DEFAULT_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
 UNIFIED, GPU, CPU = "unified", "gpu", "cpu"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Budget:
     """One node's memory against the plan (bytes)."""
 

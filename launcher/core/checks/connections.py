@@ -6,7 +6,7 @@ Read off vLLM 0.32 and 0.33 (the `mp` executor with `--nnodes`), torch's gloo an
 - rendezvous: every worker -> the head's master port (torch's TCPStore on rank 0;
   `vllm/distributed/parallel_state.py` init_distributed_environment: with nnodes > 1 the init
   method is tcp://master_addr:master_port). Proven on that very port by the network row
-  "<head>:<port> reachable" (`commands/check.py`), so it is not repeated here.
+  "<head>:<port> reachable" (`operations/gate.py`), so it is not repeated here.
 - message queue, the scheduler's output: every worker -> the head. The head's executor binds it
   (`vllm/v1/executor/multiproc_executor.py` MultiprocExecutor._init_executor: `MessageQueue(...,
   connect_ip=get_ip())`; `vllm/distributed/device_communicators/shm_broadcast.py`
@@ -33,14 +33,14 @@ Read off vLLM 0.32 and 0.33 (the `mp` executor with `--nnodes`), torch's gloo an
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
-from launcher.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Connection:
     """A TCP connection vLLM opens from `source` into `target` (a random port there), and why."""
 

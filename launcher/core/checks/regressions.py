@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.checks.report import Row
+from launcher.core.checks.check_report import Row
 from launcher.core.plan import Plan
-from launcher.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class When:
     """One condition on a node's signs: `fact` matches a regex, holds or lacks a word, or exceeds another."""
 
@@ -40,7 +40,7 @@ class When:
         return re.search(self.value, str(have)) is not None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Regression:
     """A known bad state of a host: what matches it, what it does, the fix, where it was reported."""
 

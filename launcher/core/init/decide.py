@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.init import draft, interconnect
 from launcher.core.init.draft import Decided, InitRequest
 from launcher.core.init.interconnect import Choice
-from launcher.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Decisions:
     """Everything decided about the cluster, each with its reason."""
 
@@ -27,7 +27,7 @@ class Decisions:
     facts: Mapping[str, Mapping[str, Any]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Links:
     """Every node's usable links, the candidate pairs, and what was left out (and why)."""
 

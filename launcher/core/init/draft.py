@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.spec.pep440 import is_version
+from launcher.core.spec.versions import is_version
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import facts_from_config, real_kind
-from launcher.records import record
 
 # Where vLLM venvs and models usually live on a node (the Hugging Face cache is added there).
 VENV_PLACES = ("/opt/vllm", "/opt/venv", "~/vllm", "~/.venv", "~/venv", "~/vllm-venv")
@@ -25,7 +25,7 @@ GB10_WHY = (
 Facts = Mapping[str, Mapping[str, Any]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InitRequest:
     """What the user gave `init`: the hosts, and optionally the model and the vLLM install."""
 
@@ -42,7 +42,7 @@ class InitRequest:
         return node_names(self.hosts)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Decided:
     """A value init decided (with why), or left open (choose says what to pick from)."""
 

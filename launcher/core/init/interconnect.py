@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
-
-from launcher.records import record
 
 # Interfaces that never carry traffic to another machine: container and VM bridges, veths.
 LOCAL_ONLY = ("docker", "br-", "virbr", "veth", "cni", "flannel", "cali", "lxc", "podman")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Link:
     """One IPv4 address of one interface of one node, with what makes it a good fabric."""
 
@@ -52,7 +51,7 @@ class Link:
         return ", ".join(words)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A head address and, for every worker, its interface in the same subnet."""
 
@@ -85,7 +84,7 @@ class Candidate:
         return f"{self.head.network} ({where})"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Choice:
     """The chosen candidate (None when none works), why, and every other interface and why not."""
 

@@ -8,7 +8,7 @@ and planned: its problems, located by line, are what `init` tells the user to ed
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.core.init.decide import Decisions
@@ -21,14 +21,13 @@ from launcher.core.spec.yamlsource import load_document
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFacts, model_facts
 from launcher.errors import Problem, SparkLaunchError
-from launcher.records import record
 
 # Derived settings written out under `serve`, in this order.
 PINNED = ("enable_prefix_caching", "enable_chunked_prefill", "mamba_cache_mode", "port", "master_port")
 FALLBACK = {"enable_prefix_caching": True, "enable_chunked_prefill": True, "port": 8000, "master_port": 29501}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Written:
     """The spec's text, and what still needs an edit before it can run (problems by line)."""
 

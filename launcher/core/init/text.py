@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import re
 import textwrap
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
-
-from launcher.records import record
 
 CHOOSE = "<CHOOSE>"  # fails validation wherever it stands: not a path, address, name or release
 WIDTH = 100
 SAFE = re.compile(r"[A-Za-z0-9_./@+-][A-Za-z0-9_./@+:-]*\Z")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One key of the spec: its value (or children), the comments above it and after it."""
 

@@ -10,14 +10,14 @@ lock file).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from hashlib import sha256
 from typing import Any
 
-from launcher.core.checks.report import Row
+from launcher.core.checks.check_report import Row
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
 from launcher.core.spec.sections import Spec
-from launcher.core.sync.manifest import Manifest, model_dirs
-from launcher.digest import sha256
+from launcher.core.sync.model_manifest import Manifest, model_dirs
 
 FORMAT = 1  # the receipt's layout; a reader skips a receipt of another format
 SECRET = "(secret)"

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from launcher.errors import SparkLaunchError
-from launcher.records import record
 
 PLAIN = re.compile(r"^[^\s\"\[#=][^=\n]*$")  # safe to write without quotes (no ' = ' inside either)
 HEADER = (
@@ -29,7 +29,7 @@ class LockError(SparkLaunchError):
     """The lock file cannot be read: it names the file and line."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Lock:
     """A lock file as read: where it came from, and each node's entries."""
 
@@ -37,7 +37,7 @@ class Lock:
     nodes: dict[str, dict[str, str]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Drift:
     """One locked input that differs now: where, what, and the locked and current values."""
 

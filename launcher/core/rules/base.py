@@ -11,12 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.spec.pep440 import Version, parse
 from launcher.core.spec.sections import Spec
+from launcher.core.spec.versions import Version, parse, public
 from launcher.core.vllm.catalog import Catalog, Option
 from launcher.core.vllm.models import ModelFacts
 from launcher.errors import Problem
-from launcher.records import record
 
 
 class RuleProblem(Exception):
@@ -77,7 +76,7 @@ class Inputs:
         return None if runner is None else runner == "pooling"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Decision:
     """A rule's outcome: the value, the argv pinning it (same on all nodes), a note."""
 
@@ -86,7 +85,7 @@ class Decision:
     note: str | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Rule:
     """One derived setting: where it applies, how it is decided, and why."""
 
@@ -113,11 +112,11 @@ def in_range(version: Version, spec: str) -> bool:
     `>=0.33`, and a version must fall in exactly one of two complementary ranges. A local
     label (+cpu, +cu130) names a build, not a release: it is left out of the comparison.
     """
-    public = version.public
+    release = public(version)
     for clause in filter(None, (c.strip() for c in spec.split(","))):
         op = clause.rstrip("0123456789.")
         bound = parse(clause[len(op) :])
-        ok = {">=": public >= bound, "<": public < bound, "<=": public <= bound, ">": public > bound}[op]
+        ok = {">=": release >= bound, "<": release < bound, "<=": release <= bound, ">": release > bound}[op]
         if not ok:
             return False
     return True

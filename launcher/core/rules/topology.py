@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from launcher.core.rules.base import Decision, Inputs, RuleProblem, Unresolved, pinned
-from launcher.core.spec.checks import MAX_GPUS
+from launcher.core.spec.spec_checks import MAX_GPUS
 from launcher.core.vllm.argv import PORTS
 
 DEFAULT_MASTER_PORT = 29501

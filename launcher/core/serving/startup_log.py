@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from launcher.records import record
-
 # Stages in order; a node is at the last one whose pattern its log has shown. The lines are
 # vLLM's own (V1 engine; compilation and CUDA graphs only show without --enforce-eager).
 STAGES: tuple[tuple[str, re.Pattern[str] | None], ...] = (
@@ -39,7 +37,7 @@ DONE: dict[str, re.Pattern[str]] = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Diagnosis:
     """A known failure: what happened, and what to do about it."""
 
@@ -48,7 +46,7 @@ class Diagnosis:
     evidence: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Known:
     """A known failure's signature in a log."""
 

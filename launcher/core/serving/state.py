@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from launcher.core.answers.run import Stopped
+from launcher.core.answers.run_answer import Stopped
 from launcher.core.serving.watchdog import Counters, Verdict
-from launcher.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NodeStatus:
     """One node, as its status script reports it."""
 
@@ -27,7 +26,7 @@ class NodeStatus:
     error: str | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ClusterStatus:
     """Every node, plus the head's health and served model."""
 
@@ -66,7 +65,7 @@ class ClusterStatus:
             "health": self.health,
             "model": self.model,
             "serving": self.serving.as_dict() if self.serving else None,
-            "nodes": [n.__dict__ | {"plan_matches": self.matches(n)} for n in self.nodes],
+            "nodes": [asdict(n) | {"plan_matches": self.matches(n)} for n in self.nodes],
         }
 
 
@@ -115,13 +114,13 @@ class Verification:
         """For `verify --json`."""
         return {
             "ok": self.ok,
-            "checks": [c.__dict__ for c in self.checks],
+            "checks": [asdict(c) for c in self.checks],
             "cache_config": self.cache_config,
             "prefix_cache_hits_after_each_send": self.hits,
         }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DownResult:
     """What `down` found and stopped on each node."""
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
-from launcher.records import record
 
-
-@record
+@dataclass(frozen=True, slots=True)
 class Event:
     """Something the supervisor saw or did: when, where, what, why, and what it does about it."""
 
@@ -28,7 +27,7 @@ class Event:
 
     def json_line(self) -> str:
         """The event as one line of JSON (the supervisor's log)."""
-        return json.dumps(self.__dict__, sort_keys=False)
+        return json.dumps(asdict(self), sort_keys=False)
 
     def text(self) -> str:
         """The event for people: `node: what (why) -> action`."""
@@ -37,7 +36,7 @@ class Event:
         return f"{where}{self.what}{why} -> {self.action}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RestartPolicy:
     """How often the whole cluster may be restarted, and how long to wait before each."""
 

@@ -13,9 +13,8 @@ also weighs a one-token completion sent with a deadline, and the engine's own co
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
-
-from launcher.records import record
 
 SERVING, WEDGED, DOWN = "serving", "wedged", "down"
 RUNNING = "vllm:num_requests_running"
@@ -23,7 +22,7 @@ WAITING = "vllm:num_requests_waiting"
 GENERATED = "vllm:generation_tokens"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Counters:
     """The engine's counters at one moment (`at`: seconds on a monotonic clock)."""
 
@@ -33,7 +32,7 @@ class Counters:
     generated: float
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Completion:
     """How the one-token completion went: finished (ok), or failed, or still not done at the deadline."""
 
@@ -43,7 +42,7 @@ class Completion:
     timed_out: bool = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """serving, wedged or down, why, and the numbers it rests on."""
 
@@ -61,7 +60,7 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         """For `status --json` and the supervisor's events."""
-        return dict(self.__dict__)
+        return asdict(self)
 
 
 def counters_from(totals: dict[str, float], at: float) -> Counters | None:

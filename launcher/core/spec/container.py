@@ -9,19 +9,18 @@ machine that differs (the CPU test bed, say), and the plan says so.
 from __future__ import annotations
 
 import re
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Literal
 
 from launcher.core.spec.schema import doc
 from launcher.errors import Problem
-from launcher.records import record
 
 # Patterns of container specs only, compiled when first used (re keeps them): not by every plan.
 SIZE = r"(?i)[1-9][0-9]*[bkmg]?\Z"
 WHERE = ("vllm", "container")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ContainerSection:
     """docker runtime: how each node's container runs. The defaults are what a DGX Spark needs."""
 

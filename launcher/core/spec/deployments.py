@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from launcher.core.spec.checks import CLUSTER_NAME, check_common, check_model
+from launcher.core.spec.k8s_spec_checks import check_k8s
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import (
     DeploymentSection,
@@ -24,6 +24,7 @@ from launcher.core.spec.sections import (
     Spec,
     SpecFile,
 )
+from launcher.core.spec.spec_checks import CLUSTER_NAME, check_common, check_model
 from launcher.errors import Problem
 
 Path = tuple[str | int, ...]
@@ -90,6 +91,9 @@ def check_file(file: SpecFile) -> list[Problem]:
         problems += _check_endpoint(file.endpoint)
     for i, spec in enumerate(deployment_specs(file)):
         problems += [relocate(file, i, p) for p in check_model(spec.model, spec.vllm)]
+    if file.export is not None and file.export.k8s is not None:
+        paths = [s.model.path for s in deployment_specs(file)]
+        problems += check_k8s(file.export.k8s, file.vllm.runtime, file.endpoint is not None, paths)
     return problems
 
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.spec.checks import CLUSTER_NAME, check_nodes
 from launcher.core.spec.schema import convert
 from launcher.core.spec.sections import Node, Spec, VllmSection
+from launcher.core.spec.spec_checks import CLUSTER_NAME, check_nodes
 from launcher.errors import Problem
-from launcher.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Reach:
     """The cluster's name, its nodes (rank order) and how to reach them; nothing of vLLM."""
 

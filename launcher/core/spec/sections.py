@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from launcher.core.spec.container import ContainerSection
+from launcher.core.spec.k8s_section import ExportSection
 from launcher.core.spec.schema import EnvValue, JsonValue, doc, json_schema
-from launcher.records import record
 
 ModelKind = Literal["decoder", "hybrid", "attention-free", "pooling", "encoder-decoder"]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class VllmSection:
     """Which vLLM runs on the nodes, and how it is installed there."""
 
@@ -36,7 +37,7 @@ class VllmSection:
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Node:
     """One machine; the first node listed is rank 0 and serves the API."""
 
@@ -51,7 +52,7 @@ class Node:
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelSection:
     """The model, at the same path on every node."""
 
@@ -72,7 +73,7 @@ class ModelSection:
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Spec:
     """A whole vLLM deployment across several nodes."""
 
@@ -95,7 +96,7 @@ class Spec:
         return self.nodes[0]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DeploymentSection:
     """One model served on some of the nodes: planned, checked, started and supervised on its own."""
 
@@ -107,7 +108,7 @@ class DeploymentSection:
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EndpointSection:
     """One OpenAI-compatible endpoint on the head node, routing each request by its `model`."""
 
@@ -118,7 +119,7 @@ class EndpointSection:
     )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SpecFile:
     """The spec file as written: one deployment (model, serve), or several (deployments)."""
 
@@ -143,6 +144,9 @@ class SpecFile:
         "names of variables passed from the launcher's environment, never shown", default=()
     )
     ssh_config: str | None = doc("ssh_config file to use instead of ~/.ssh/config", default=None)
+    export: ExportSection | None = doc(
+        "how other tools run the deployments (export.k8s: `spark-launch export k8s`)", default=None
+    )
 
 
 def spec_schema() -> dict[str, Any]:

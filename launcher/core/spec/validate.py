@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.core.spec.checks import check_spec
 from launcher.core.spec.deployments import MODEL_REQUIRED, check_file
 from launcher.core.spec.misplaced import is_misplaced_section, placed
 from launcher.core.spec.schema import build
 from launcher.core.spec.sections import Spec, SpecFile
+from launcher.core.spec.spec_checks import check_spec
 from launcher.errors import Problem
 
 

@@ -10,13 +10,13 @@ above what a deployment spec needs.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from yaml.constructor import SafeConstructor
 
 from launcher.errors import Problem, SpecError
-from launcher.records import record
 
 Path = tuple[str | int, ...]
 
@@ -38,7 +38,7 @@ except AttributeError:  # pragma: no cover - depends on how PyYAML was built
 _NODE_EVENTS = (yaml.ScalarEvent, yaml.AliasEvent, yaml.CollectionStartEvent)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Document:
     """A loaded YAML document: its data and the 1-based line of each key path."""
 

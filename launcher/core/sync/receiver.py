@@ -15,8 +15,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections import Counter
-
-from launcher.records import record
+from dataclasses import dataclass
 
 # What --archive (with --files-from, rsync leaves out -r) and --relative make rsync pass to
 # its server, by release. Never -L: a receiver told to follow links writes through them.
@@ -30,7 +29,7 @@ class NotTheReceiver(ValueError):
     """The source asked the relay for something else than the receiver of the planned copy."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Receiver:
     """The rsync receiver a relayed copy runs on its target, as the launcher planned it."""
 

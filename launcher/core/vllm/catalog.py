@@ -7,15 +7,13 @@ model registry); `catalog_from_dict` turns one such document into a Catalog.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
-
-from launcher.records import record
 
 T = TypeVar("T")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Bounds:
     """The range a numeric option's value must keep, as its vLLM config field declares it."""
 
@@ -53,7 +51,7 @@ def _num(value: float | None) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Option:
     """One `vllm serve` option: its flag, its negative forms, what value it takes."""
 
@@ -78,7 +76,7 @@ class Option:
         return self.nargs in ("+", "*")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelTraits:
     """vLLM's own facts about one architecture: its registry's class traits (`_ModelInfo`)."""
 
@@ -95,7 +93,7 @@ class ModelTraits:
     mamba_hook: bool  # that hook is MambaModelConfig: vLLM derives the mamba cache mode
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Catalog:
     """Every `vllm serve` option of one vLLM release, keyed by its snake_case name, and its models."""
 

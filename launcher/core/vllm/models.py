@@ -9,13 +9,12 @@ spec is refused.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.core.spec.sections import ModelSection
 from launcher.core.vllm.catalog import Catalog
 from launcher.errors import Problem
-from launcher.records import record
 
 # ModelConfig.is_hybrid: a hybrid architecture whose layer_types are all attention has no
 # mamba layer (granite-4.0-micro), and vLLM builds it as a plain decoder.
@@ -24,7 +23,7 @@ ATTENTION_LAYERS = ("attention", "full_attention")
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelFacts:
     """Facts about the model that change the command; None where the launcher cannot tell."""
 
@@ -60,7 +59,7 @@ class ModelFacts:
         return text + (f", {self.mtp_layers} MTP layer(s)" if self.mtp_layers else "")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelFiles:
     """The model's small files the plan reads (config.json, whether modules.json is there), and where."""
 

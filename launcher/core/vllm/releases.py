@@ -13,9 +13,9 @@ what vLLM derives there is not known.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from launcher.core.spec.pep440 import Version, parse
-from launcher.records import record
+from launcher.core.spec.versions import Version, base, parse, public
 
 
 class UnknownRules(ValueError):
@@ -26,7 +26,7 @@ class UnknownRules(ValueError):
         self.hint = hint
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Release:
     """What a vLLM version gets: whose rules, which committed catalog (None: learn its own), why."""
 
@@ -41,7 +41,7 @@ def release_for(text: str, known: Sequence[str]) -> Release:
     it is older than every supported release."""
     version = parse(text)
     ordered = sorted(known, key=parse)
-    at_or_before = [k for k in ordered if parse(k) <= version.public]
+    at_or_before = [k for k in ordered if parse(k) <= public(version)]
     if not at_or_before:
         raise UnknownRules(
             f"vLLM {text} is older than {ordered[0]}, the oldest release whose derived settings "
@@ -49,11 +49,11 @@ def release_for(text: str, known: Sequence[str]) -> Release:
             f"install vLLM {ordered[0]} or newer on the nodes (supported: {', '.join(ordered)})",
         )
     rules_of = at_or_before[-1]
-    if version.public == parse(rules_of):
+    if public(version) == parse(rules_of):
         if not version.local:
             return Release(version, rules_of, rules_of, None)
-        label = ".".join(version.local)
-        why = f"vLLM {text} is release {rules_of} built with the local label +{label}: its rules and flags"
+        why = f"vLLM {text} is release {rules_of} built with the local label +{version.local}: its rules"
+        why += " and flags"
         return Release(version, rules_of, rules_of, why)
     why = (
         f"vLLM {text} is {describe(version, rules_of, ordered[-1])}: the rules of {rules_of} apply "
@@ -65,16 +65,16 @@ def release_for(text: str, known: Sequence[str]) -> Release:
 def describe(version: Version, rules_of: str, newest: str) -> str:
     """What kind of build `version` is, in words, relative to the releases spark-launch knows."""
     if version.dev is not None:
-        what = f"a development build toward {version.base}"
+        what = f"a development build toward {base(version)}"
     elif version.pre is not None:
-        what = f"a pre-release of {version.base}"
+        what = f"a pre-release of {base(version)}"
     elif version.post is not None:
-        what = f"a post-release of {version.base}"
+        what = f"a post-release of {base(version)}"
     else:
-        what = f"release {version.public}"
-    if parse(rules_of) == parse(newest) and version.base > parse(newest):
+        what = f"release {public(version)}"
+    if parse(rules_of) == parse(newest) and base(version) > parse(newest):
         return f"{what}, after release {newest}, the newest spark-launch was tested with"
-    return what if version.base == parse(rules_of) else f"{what}, after release {rules_of}"
+    return what if base(version) == parse(rules_of) else f"{what}, after release {rules_of}"
 
 
 def same_release(written: str, reported: object) -> bool:
@@ -84,4 +84,4 @@ def same_release(written: str, reported: object) -> bool:
         wanted, found = parse(written), parse(str(reported))
     except ValueError:
         return False
-    return wanted == (found if wanted.local else found.public)
+    return wanted == (found if wanted.local else public(found))

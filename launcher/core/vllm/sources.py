@@ -6,12 +6,13 @@ start most of a millisecond.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import ModelFiles
-from launcher.records import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Sources:
     """Where a plan's inputs came from, when it was made for the nodes: `check` shows it, and
     holds every node's config.json to the one planned from."""

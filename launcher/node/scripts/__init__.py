@@ -6,7 +6,7 @@ Each script is standalone Python (standard library only, 3.8 or newer) run on th
 nothing is installed on the nodes.
 Libraries (`common.py`, `inputs.py`, `installed.py`, `memory.py`, `tree.py`, `traits.py`,
 `rdma.py`, `hostinfo.py`, `rsh.py`) hold what several scripts share, and a script may also borrow
-functions from another script (`from launcher.node.scripts.facts import ...`): `bundle`
+functions from another script (`from launcher.node.scripts.check_facts import ...`): `bundle`
 inlines what a script imports in front of it, each module once, a borrowed script without its
 command-line entry. The probe, the catalog generator and the preflight run under the node's
 own vLLM install instead (`probe.py`, `catalog.py` and `traits.py` import vLLM,
@@ -29,12 +29,12 @@ FUTURE = "from __future__ import annotations"
 ENTRY = 'if __name__ == "__main__":'
 NAMES = (
     "start",
-    "status",
+    "rank_status",
     "watch",
     "stop",
-    "logs",
-    "lock",
-    "facts",
+    "log_tail",
+    "cluster_lock",
+    "check_facts",
     "net",
     "probe",
     "discover",
@@ -47,8 +47,9 @@ NAMES = (
     "gather",
     "stacks",
     "planning",
-    "catalog",
+    "learn_catalog",
     "preflight",
+    "k8s_gate",
 )
 # No entry of their own: only ever inlined.
 LIBRARIES = ("common", "inputs", "installed", "memory", "tree", "traits", "rdma", "hostinfo", "rsh")

@@ -15,8 +15,8 @@ import os
 import subprocess
 import sys
 
+from launcher.node.scripts.check_facts import host_facts, image_facts, vllm_facts  # inlined when sent
 from launcher.node.scripts.common import docker, emit, read_text, run_directory  # inlined when sent
-from launcher.node.scripts.facts import host_facts, image_facts, vllm_facts  # inlined when sent
 from launcher.node.scripts.rdma import pci_of, rdma_devices, rdma_of, sys_text  # inlined when sent
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only

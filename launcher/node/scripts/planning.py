@@ -13,8 +13,8 @@ import json
 import os
 import sys
 
+from launcher.node.scripts.check_facts import site_packages, vllm_facts  # inlined when sent
 from launcher.node.scripts.common import emit, image_info, run_directory  # inlined when sent
-from launcher.node.scripts.facts import site_packages, vllm_facts  # inlined when sent
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:

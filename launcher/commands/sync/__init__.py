@@ -1,1 +1,0 @@
-"""`sync models` and `sync images`: what to copy, the copy, the relay."""

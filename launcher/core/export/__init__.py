@@ -1,0 +1,1 @@
+"""The plan, handed to other tools: Kubernetes manifests as plain data. Pure."""

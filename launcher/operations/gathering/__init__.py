@@ -1,0 +1,1 @@
+"""Asking every node at once: its inputs and facts, the resolve probe, the collective preflight."""

@@ -1,0 +1,189 @@
+"""Planning for the nodes: what this machine cannot read for a plan comes from the head node.
+
+Shared by every command that plans for a cluster (check, up, supervise, verify, sync,
+export systemd, `plan --from-head`). Nothing extra is asked when this machine has it all:
+
+- the model's config.json (and whether modules.json is there), when the model is not
+  readable here: one small call on the head's SSH connection, which the command's own
+  fan-out then reuses. It is kept in the operator's cache for `plan` offline, and `check`
+  compares every node's config.json with the one planned from.
+- the flag catalog of a build without a committed one: the build's identity (its version,
+  the fingerprint of its files, or the image id) in that same call, then the catalog the
+  operator's cache holds for that build, or one learned from the build's own vLLM (the
+  generator `make catalogs` runs, sent as a node script): once per build.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from launcher.cache import learned_catalog, save_catalog, save_model_files
+from launcher.core import remote
+from launcher.core.answers.planning_answer import planned
+from launcher.core.fleet_plan import Fleet
+from launcher.core.plan import PlanProblems
+from launcher.core.spec.deployments import deployment_specs
+from launcher.core.spec.sections import Spec, SpecFile, VllmSection
+from launcher.core.spec.yamlsource import Document
+from launcher.core.vllm.catalog import Catalog, catalog_from_dict
+from launcher.core.vllm.models import ModelFiles
+from launcher.core.vllm.releases import Release, same_release
+from launcher.core.vllm.sources import Sources
+from launcher.errors import Problem
+from launcher.load import committed_catalog, fleet_of, local_model_files
+from launcher.node.agent import Agent
+from launcher.node.executor import Executor, NodeError
+from launcher.node.scripts.learn_catalog import MARKER as CATALOG_MARKER
+from launcher.operations.reporter import Reporter
+
+__all__ = ["HeadInputs", "fleet_for_nodes", "learn_catalog"]
+
+
+def fleet_for_nodes(
+    document: Document, executor: Executor, reporter: Reporter
+) -> tuple[Fleet, dict[str, Sources]]:
+    """Plan every deployment for its nodes, asking the head for what this machine lacks; the
+    fleet and, per deployment (by its cluster name), where its plan's inputs came from. A
+    SpecError when the spec does not plan, a NodeError when a head cannot answer."""
+    inputs = HeadInputs(executor, reporter)
+    return fleet_of(document, inputs), inputs.sources
+
+
+class HeadInputs:
+    """A plan's inputs from this machine where it has them, else from the head node."""
+
+    def __init__(self, executor: Executor, reporter: Reporter) -> None:
+        self.executor = executor
+        self.reporter = reporter
+        self.sources: dict[str, Sources] = {}
+        self._read: dict[tuple[str, str], dict[str, Any]] = {}  # model answers read with the build
+        self._catalog: Catalog | None = None
+        self._learned: str | None = None
+        self._seconds: float | None = None
+
+    def catalog(self, file: SpecFile, release: Release) -> Catalog:
+        """Committed, else this build's own: from the cache, or learned from the head's vLLM."""
+        committed = committed_catalog(file, release)
+        if committed is None:
+            head = file.nodes[0]  # every node holds the same build (check holds them to it)
+            specs = [s for s in deployment_specs(file) if s.nodes and s.head.name == head.name]
+            lacking = next((s.model.path for s in specs if local_model_files(s) is None), None)
+            agent = Agent(self.executor, file.name, head.name)
+            answer = self._ask(agent, file.vllm, lacking)
+            if lacking is not None:
+                self._read[(head.name, lacking)] = answer["model"]
+            committed, self._learned = _learned(file, release, answer["vllm"], agent, self.reporter)
+        self._catalog = committed
+        return committed
+
+    def files(self, spec: Spec) -> ModelFiles:
+        """Here, else as the deployment's head holds them (kept in the operator's cache)."""
+        files = local_model_files(spec)
+        if files is None:
+            found = self._read.get((spec.head.name, spec.model.path))
+            if found is None:
+                found = self._ask(Agent(self.executor, spec.name, spec.head.name), None, spec.model.path)[
+                    "model"
+                ]
+            files = _head_files(spec, found)
+        assert self._catalog is not None  # catalog() comes first
+        self.sources[spec.name] = Sources(files, self._catalog, self._learned, self._seconds)
+        return files
+
+    def _ask(self, agent: Agent, vllm: VllmSection | None, model: str | None) -> dict[str, Any]:
+        """One call for the model's files and/or the build's identity; said with how long it took."""
+        request: dict[str, Any] = {"model": model} if model else {}
+        if vllm is not None:
+            request.update({"venv": vllm.venv} if vllm.runtime == "venv" else {"image": vllm.image})
+        began = time.monotonic()
+        answer = agent.ask(remote.planning_call(agent.dir, request), planned)
+        self._seconds = time.monotonic() - began
+        asked = [w for w, need in (("the model's config.json", model), ("its vLLM build", vllm)) if need]
+        self.reporter.info(f"read from {agent.node}: {' and '.join(asked)} ({self._seconds:.2f} s)")
+        return answer
+
+
+def _head_files(spec: Spec, found: dict[str, Any]) -> ModelFiles:
+    """The model files as the head holds them (kept in the operator's cache), or nothing known."""
+    head = spec.head.name
+    if found.get("config") is None:
+        return ModelFiles(spec.model.path, None, bool(found.get("modules")), head)
+    try:
+        config: Any = json.loads(found["config"])
+    except (ValueError, RecursionError):
+        config = None  # the plan says it is not a JSON object
+    files = ModelFiles(spec.model.path, config, bool(found.get("modules")), head, found.get("sha256"))
+    if isinstance(config, dict):
+        save_model_files(spec.head.ssh, files)
+    return files
+
+
+def _learned(
+    spec: SpecFile, release: Release, build: dict[str, Any], agent: Agent, reporter: Reporter
+) -> tuple[Catalog, str]:
+    """The catalog of the head's own build: from the operator's cache, or learned from its vLLM now."""
+    head, version = agent.node, spec.vllm.version
+    reported = build.get("version")
+    if reported is not None and not same_release(version, reported):
+        raise PlanProblems(
+            [
+                Problem(
+                    ("vllm", "version"),
+                    f"is {version}, but the head {head} has vLLM {reported}",
+                    f'write the version the nodes report: vllm.version: "{reported}"',
+                )
+            ]
+        )
+    fingerprint = build.get("build")
+    if not fingerprint:
+        where = spec.vllm.venv if spec.vllm.runtime == "venv" else spec.vllm.image
+        raise PlanProblems(
+            [
+                Problem(
+                    ("vllm", "venv" if spec.vllm.runtime == "venv" else "image"),
+                    f"vLLM {version} has no committed flag catalog, and {head} has no vLLM at {where} "
+                    f"to learn it from ({build.get('error') or 'not found'})",
+                    "install it there (the same build on every node), or fix the path",
+                )
+            ]
+        )
+    found = learned_catalog(version, fingerprint)
+    if found is not None:
+        return found[0], f"learned from {found[1].get('node', head)}'s own vLLM earlier (cached)"
+    reporter.info(
+        f"learning the flags of vLLM {version} ({release.rules_of}'s rules) from {head}'s own vLLM: "
+        "no catalog for this build here yet (once per build)"
+    )
+    began = time.monotonic()
+    data = learn_catalog(agent, spec)
+    seconds = time.monotonic() - began
+    learned = {
+        "node": head,
+        "version": reported or version,
+        "build": fingerprint,
+        "seconds": round(seconds, 1),
+    }
+    save_catalog(version, fingerprint, data, learned)
+    return catalog_from_dict(data, f"learned from {head}'s own vLLM {learned['version']}"), (
+        f"learned from {head}'s own vLLM now ({seconds:.1f} s)"
+    )
+
+
+def learn_catalog(agent: Agent, spec: Spec | SpecFile) -> dict[str, Any]:
+    """The catalog of the node's own vLLM (its runtime as the spec says): the generator of
+    `make catalogs`, run there with vLLM's own python; checked to be a catalog."""
+    result = agent.run(remote.catalog_call(spec.vllm, spec.name))
+    lines = [line for line in result.stdout.splitlines() if line.startswith(CATALOG_MARKER)]
+    try:
+        data: dict[str, Any] = json.loads(lines[-1][len(CATALOG_MARKER) :])
+        catalog_from_dict(data)
+    except (IndexError, ValueError, KeyError, TypeError, AttributeError):
+        tail = (result.stderr or result.stdout).strip().splitlines()[-2:]
+        raise NodeError(
+            agent.node,
+            f"its vLLM could not write its flag catalog: {' / '.join(tail) or f'exit {result.exited}'}",
+            "run `spark-launch check` again; if it persists, set vllm.flags_from to a supported release",
+        ) from None
+    return data

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Rewrite scripts/router-requirements.txt: the endpoint's router (LiteLLM's proxy) and every
+# package it needs, each pinned to one version with the sha256 of each wheel pip downloads
+# for it (scripts/lock.py), through the package index this machine's pip uses. Review the
+# diff before committing it. scripts/router-venv.sh installs from that file alone.
+# Usage: scripts/lock-router.sh [VERSION]   (default: the version locked now)
+# Targets: the CPU and the python3 of the nodes that run the router (scripts/router-venv.sh
+# builds with the node's python3): x86_64 with CPython 3.11 (Debian 12, the test bed, CI),
+# aarch64 with CPython 3.12 (DGX OS on a Spark: Ubuntu 24.04), x86_64 with CPython 3.12
+# (Ubuntu 24.04 on a PC). Another kind of node: name every target, the new one too:
+#   ROUTER_TARGETS="x86_64-3.11 aarch64-3.12 x86_64-3.12 aarch64-3.11" scripts/lock-router.sh
+# GLIBC (default 2.35, Ubuntu 22.04) is the oldest C library a node runs: no wheel needing a
+# newer one is chosen. LiteLLM 1.107.0 was a compromised release (withdrawn): never lock it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out="$here/router-requirements.txt"
+current=$(sed -n 's/^litellm==\([^ ]*\) .*/\1/p' "$out" 2>/dev/null || true)
+version=${1:-$current}
+[ -n "$version" ] || { echo "usage: scripts/lock-router.sh VERSION (nothing is locked yet)" >&2; exit 2; }
+[ "$version" != 1.107.0 ] || { echo "lock-router.sh: litellm 1.107.0 was a compromised release" >&2; exit 2; }
+read -r -a targets <<<"${ROUTER_TARGETS:-x86_64-3.11 aarch64-3.12 x86_64-3.12}"
+args=()
+for t in "${targets[@]}"; do args+=(--target "$t"); done
+title="The endpoint's router: litellm[proxy]==$version and every package it needs, wheels only,
+for Linux nodes (CPU-CPython, below: targets). scripts/router-venv.sh installs from this file
+with pip install --require-hashes --no-deps --only-binary :all: (no other file, no other package).
+Another kind of node: add it to ROUTER_TARGETS and run scripts/lock-router.sh (its header says how)."
+python3 "$here/lock.py" "$out" "litellm[proxy]==$version" "${args[@]}" --glibc "${GLIBC:-2.35}" \
+  --title "$title" --command "scripts/lock-router.sh $version"

@@ -1,0 +1,116 @@
+"""The commands on nodes that cannot be reached, against real local ports: a "connecting to N
+nodes" line first, every unreachable node named (not only the first), exit 4 everywhere."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import base_spec, edit, write
+from tests.invoke import invoke
+from tests.ssh_servers import closed_port, listening, ssh_config
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Iterator[Path]:
+    """A two-node spec: n1 accepts TCP and never speaks SSH, n2's port is closed."""
+    with listening() as silent:
+        config = ssh_config(
+            tmp_path / "ssh_config", {"a": silent.port, "b": closed_port()}, ConnectTimeout="1"
+        )
+        data = edit(base_spec(), **{"model.hybrid": True, "ssh_config": str(config)})
+        data["nodes"][0]["ssh"], data["nodes"][1]["ssh"] = "a", "b"
+        yield write(tmp_path, data)
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    """`spark-launch ARGS` through click's CliRunner: its exit status, stdout and stderr."""
+    done = invoke(args)
+    return done.exit_code, done.stdout, done.stderr
+
+
+def test_up_names_every_unreachable_node_and_starts_nothing(spec: Path) -> None:
+    code, _, err = run_cli("up", str(spec))
+    assert code == 4
+    assert (
+        f"connecting to 2 node(s) through {spec.parent / 'ssh_config'} (each within its ConnectTimeout" in err
+    )
+    assert "spark-launch: cannot reach 2 of 2 node(s) (n1, n2): nothing was started" in err
+    assert "  n1: tester@127.0.0.1:" in err and "did not complete an SSH handshake within 1 s" in err
+    assert "  n2: connection refused by tester@127.0.0.1:" in err
+    assert "node n1: node n1" not in err and "No existing session" not in err
+
+
+def test_check_names_every_unreachable_node_in_its_table(spec: Path) -> None:
+    code, out, _ = run_cli("check", str(spec), "--json")
+    assert code == 4
+    ssh = json.loads(out)["rows"][0]
+    assert ssh["area"] == "ssh" and not ssh["ok"]
+    assert "within 1 s" in ssh["values"]["n1"] and "connection refused" in ssh["values"]["n2"]
+    assert (
+        ssh["hint"].startswith("n1: is sshd listening on that port")
+        and "\nn2: is sshd running" in ssh["hint"]
+    )
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["verify"], ["down"], ["logs"]])
+def test_every_command_exits_4_on_an_unreachable_node(spec: Path, command: list[str]) -> None:
+    code, _, err = run_cli(command[0], str(spec), *command[1:])
+    assert code == 4, err
+    assert "n2: connection refused by tester@127.0.0.1:" in err and "hint: is sshd running there" in err
+
+
+def test_down_json_says_what_was_not_reached(spec: Path) -> None:
+    code, out, _ = run_cli("down", str(spec), "--json")
+    doc = json.loads(out)
+    assert code == 4 and doc["clean"] is False and sorted(doc["unreachable"]) == ["n1", "n2"]
+
+
+def test_connect_timeout_option_bounds_each_connection(spec: Path) -> None:
+    code, _, err = run_cli("up", str(spec), "--connect-timeout", "0.3")
+    assert code == 4 and "within 0.3 s" in err and "(each within 0.3 s)" in err
+
+
+def test_verbose_says_how_each_node_is_reached(spec: Path) -> None:
+    code, _, err = run_cli("-v", "up", str(spec))
+    assert code == 4
+    config = spec.parent / "ssh_config"
+    assert "ssh: n2: tester@127.0.0.1:" in err and f"through {config}, timeout 1 s, known_hosts" in err
+
+
+def test_a_missing_ssh_config_file_is_exit_2_with_a_clear_message(tmp_path: Path) -> None:
+    data = edit(base_spec(), **{"model.hybrid": True, "ssh_config": str(tmp_path / "nope")})
+    code, _, err = run_cli("check", str(write(tmp_path, data)))
+    assert code == 2
+    assert f"spark-launch: ssh_config file {tmp_path / 'nope'} does not exist" in err
+    assert "node (all)" not in err
+
+
+def test_sync_images_on_a_venv_spec_is_exit_2(spec: Path) -> None:
+    code, _, err = run_cli("sync", "images", str(spec))
+    assert code == 2 and "sync images is for the docker runtime" in err
+
+
+def test_diagnose_json_names_the_bundle_and_the_nodes_it_could_not_ask(spec: Path, tmp_path: Path) -> None:
+    bundle = tmp_path / "b.tar.gz"
+    code, out, _ = run_cli("diagnose", str(spec), "-o", str(bundle), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["bundle"] == str(bundle) and bundle.stat().st_size == doc["bytes"]
+    assert doc["nodes_failed"] == ["n1", "n2"] and "plan.json" in doc["files"]
+
+
+def test_connect_timeout_may_be_set_once_in_the_environment(
+    spec: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPARK_LAUNCH_CONNECT_TIMEOUT", "0.3")
+    code, _, err = run_cli("down", str(spec))
+    assert code == 4 and "(each within 0.3 s)" in err
+    code, _, err = run_cli("down", str(spec), "--connect-timeout", "0.4")  # the option wins
+    assert code == 4 and "(each within 0.4 s)" in err
+    monkeypatch.setenv("SPARK_LAUNCH_CONNECT_TIMEOUT", "0")
+    code, _, err = run_cli("down", str(spec))
+    assert code == 2
+    assert "Invalid value for '--connect-timeout' (env var: 'SPARK_LAUNCH_CONNECT_TIMEOUT'): 0.0" in err
