@@ -12,7 +12,7 @@ without importing vLLM at all.
 
 It prints one line `SPARK_LAUNCH_PROBE <json>` per job (vLLM logs to stdout as well). `resolve`
 reads only the model's config.json: no weights are loaded and no device memory is used.
-It copes with the module moves between the supported releases (0.32, 0.33).
+It copes with the module moves between the supported releases (0.32 to 0.34).
 """
 
 from __future__ import annotations
@@ -115,6 +115,9 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         "cache_dtype": (cache, "cache_dtype"),
         "mamba_cache_dtype": (cache, "mamba_cache_dtype"),
         "mamba_ssm_cache_dtype": (cache, "mamba_ssm_cache_dtype"),
+        "gpu_memory_utilization": (cache, "gpu_memory_utilization"),
+        "kv_cache_memory_bytes": (cache, "kv_cache_memory_bytes"),
+        "enable_extensible_kv_cache": (cache, "enable_extensible_kv_cache"),  # 0.34 and later
         "enable_chunked_prefill": (sched, "enable_chunked_prefill"),
         "max_num_seqs": (sched, "max_num_seqs"),
         "max_num_batched_tokens": (sched, "max_num_batched_tokens"),
@@ -128,6 +131,7 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         "enforce_eager": (model, "enforce_eager"),
         "compilation_mode": (comp, "mode", "level"),  # `level` before the rename
         "cudagraph_mode": (comp, "cudagraph_mode"),
+        "use_breakable_cudagraph": (comp, "use_breakable_cudagraph"),  # 0.34 and later
         "tensor_parallel_size": (par, "tensor_parallel_size"),
         "pipeline_parallel_size": (par, "pipeline_parallel_size"),
         "data_parallel_size": (par, "data_parallel_size"),
@@ -166,28 +170,60 @@ PER_NODE = {
 
 
 def config_hash(config: Any) -> dict[str, Any]:
-    """vLLM's own hash of the resolved config (VllmConfig.compute_hash(); None where the release
-    has none), and for each part of the config (cache_config, ...) its own hash and a digest of
-    each field's value: when the nodes' hashes differ, the launcher names the fields that do."""
-    if not hasattr(config, "compute_hash"):
-        return {"config_hash": None}
+    """vLLM's own hash of the resolved config, and for each part of the config (cache_config, ...)
+    its own hash and a digest of each field's value: when the nodes' hashes differ, the launcher
+    names the fields that do. Where it cannot be had, `config_hash` is None and
+    `config_hash_error` says why (the launcher then shows the row failing, with that reason)."""
     try:
-        total = config.compute_hash()
+        total, how = vllm_hash(config)
     except Exception as exc:  # a release whose hash needs more than the config
         return {"config_hash": None, "config_hash_error": f"{type(exc).__name__}: {exc}"}
+    if total is None:
+        return {"config_hash": None, "config_hash_error": how}
     parts: dict[str, Any] = {}
     for field in dataclasses.fields(config):
         part: Any = getattr(config, field.name, None)
-        compute = getattr(part, "compute_hash", None)
-        if compute is None or not dataclasses.is_dataclass(part):
+        if not dataclasses.is_dataclass(part) or not has_hash(part):
             continue
         try:
-            own: str | None = compute()
+            own: str | None = vllm_hash(part)[0]
         except Exception:
             own = None
         values = {f.name: _digest(part, f.name) for f in dataclasses.fields(part)}
         parts[field.name] = {"hash": own, "fields": {k: v for k, v in values.items() if k not in PER_NODE}}
-    return {"config_hash": total, "config_hash_parts": parts}
+    return {"config_hash": total, "config_hash_api": how, "config_hash_parts": parts}
+
+
+# vLLM's hash moved between releases; these two functions are the only ones that know where.
+#   <= 0.33: VllmConfig.compute_hash() and each part's compute_hash() (10 hex digits)
+#   >= 0.34: vllm.config.utils.hash_config(obj) over obj.compile_factors() (sha256, 64 hex digits)
+
+
+def has_hash(obj: Any) -> bool:
+    """True when this release can hash `obj` (a config or one of its parts) by its own API."""
+    return hasattr(obj, "compute_hash") or (hasattr(obj, "compile_factors") and _hash_config() is not None)
+
+
+def vllm_hash(obj: Any) -> tuple[str | None, str]:
+    """vLLM's own hash of `obj` and the API that made it; (None, why) when this vLLM has none."""
+    if hasattr(obj, "compute_hash"):
+        return obj.compute_hash(), "compute_hash"
+    hash_config = _hash_config()
+    if hash_config is not None and hasattr(obj, "compile_factors"):
+        return hash_config(obj), "vllm.config.utils.hash_config"
+    return None, (
+        "this vLLM has neither VllmConfig.compute_hash() nor vllm.config.utils.hash_config() with "
+        "compile_factors(): the probe does not know its config hash"
+    )
+
+
+def _hash_config() -> Any:
+    """vllm.config.utils.hash_config (0.34 and later), or None."""
+    try:
+        from vllm.config.utils import hash_config
+    except ImportError:
+        return None
+    return hash_config
 
 
 def _digest(part: Any, name: str) -> str:
