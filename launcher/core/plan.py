@@ -10,6 +10,7 @@ from typing import Any
 from launcher.core.render import NodeCommand, render_nodes
 from launcher.core.rows import Derived, model_rows, runner_set, topology_rows
 from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
+from launcher.core.rules.removed import env_problems, speculative_problems
 from launcher.core.spec.container import changed_from_defaults
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import Spec
@@ -98,6 +99,7 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
     refused = _check_serve_values(spec, catalog, problems)
     # A rule reading a refused value is skipped: each value is reported once, where refused.
     inputs = Inputs(spec, catalog, facts, parse(spec.vllm.version), refused=frozenset(refused))
+    problems += removed_inputs(spec, inputs)
     derived, args, owned, notes = _apply_rules(inputs, problems)
     notes[:0] = facts.notes
     args += _served_name(spec, catalog)
@@ -123,6 +125,15 @@ def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
         (*model_rows(facts, inputs.runner_type, catalog, runner_set(spec)), *topology_rows(spec), *derived),
         tuple(notes),
     )
+
+
+def removed_inputs(spec: Spec, inputs: Inputs) -> list[Problem]:
+    """Engine variables and speculative-config keys the spec's release removed and refuses."""
+    problems = env_problems(spec.env, inputs.version, spec.vllm.version)
+    config = spec.serve.get("speculative_config")
+    if isinstance(config, dict):
+        problems += speculative_problems(config, inputs.version, spec.vllm.version)
+    return problems
 
 
 def _plannable(spec: Spec) -> None:
