@@ -50,6 +50,8 @@ class Case:
     example: str | None = None
     served_name: str | None = None
     nodes: int = 2  # one: a deployment on one node, a plain `vllm serve`
+    env: dict[str, str] = field(default_factory=dict)
+    own_release: bool = False  # a shipped example: planned on the release it names, as a user would
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Check:
     strip: tuple[str, ...] = ()  # pinned options taken out, left to vLLM
     resolved: dict[str, Any] = field(default_factory=dict)  # what vLLM must derive
     error: str | None = None  # or: words of vLLM's refusal
+    env: dict[str, str] = field(default_factory=dict)  # the engine variables it runs under
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class Refusal:
     checks: tuple[Check, ...]
     hint: str | None = None
     releases: str = ""
+    env: dict[str, str] = field(default_factory=dict)
 
 
 PLANS: tuple[Case, ...] = (
@@ -92,7 +96,7 @@ PLANS: tuple[Case, ...] = (
     Case("mla", "mla", {**BOTH_OFF, "attention_backend": "CPU_MLA"}),
     Case("pooling", "pooling", BOTH_OFF),
     Case("pooling-causal", "dense", {"runner": "pooling", **ON, "enable_chunked_prefill": True}),
-    *(Case(f"example-{p.stem}", "hybrid", example=p.stem) for p in EXAMPLES),
+    *(Case(f"example-{p.stem}", "hybrid", example=p.stem, own_release=True) for p in EXAMPLES),
     Case(
         "hostile",
         "hybrid",
@@ -302,12 +306,53 @@ REFUSALS: tuple[Refusal, ...] = (
         (Check("hybrid", {}, resolved={"is_hybrid": True}),),
         hint="remove model.hybrid",
     ),
+    Refusal(
+        "v2-model-runner-variable",
+        "dense",
+        {},
+        "env.VLLM_USE_V2_MODEL_RUNNER",
+        "refuses VLLM_USE_V2_MODEL_RUNNER=0: Model Runner V1 has been removed",
+        (
+            Check("dense", {}, env={"VLLM_USE_V2_MODEL_RUNNER": "0"}, error="is no longer supported"),
+            Check("dense", {}, resolved={"runner_type": "generate"}),
+        ),
+        hint="remove VLLM_USE_V2_MODEL_RUNNER from env",
+        releases=">=0.34",
+        env={"VLLM_USE_V2_MODEL_RUNNER": "0"},
+    ),
+    Refusal(
+        "speculative-key-removed",
+        "hybrid",
+        {"speculative_config": {**MTP, "disable_padded_drafter_batch": False}},
+        "serve.speculative_config.disable_padded_drafter_batch",
+        "is no longer a key of --speculative-config",
+        (
+            Check(
+                "hybrid",
+                {},
+                {"speculative_config": {**MTP, "disable_padded_drafter_batch": False}},
+                error="disable_padded_drafter_batch",
+            ),
+            Check("hybrid", {"speculative_config": MTP}, resolved={"num_speculative_tokens": 2}),
+        ),
+        hint="remove disable_padded_drafter_batch",
+        releases=">=0.34",
+    ),
 )
 
 
 def applies(refusal: Refusal, version: str) -> bool:
     """True when the refusal is in force for `version`."""
     return in_range(parse(version), refusal.releases)
+
+
+def planned_on(case: Case, version: str) -> bool:
+    """True when the case is planned on `version`: every release, but a shipped example only on
+    the release it names (dense-2x-spark's VLLM_USE_V2_MODEL_RUNNER, say, is 0.33's alone)."""
+    if not case.own_release or case.example is None:
+        return True
+    data = yaml.safe_load((ROOT / "configs" / f"{case.example}.yaml").read_text())
+    return str(data["vllm"]["version"]) == version
 
 
 def unset_defaults(case: Case, data: dict[str, Any], plan: Plan) -> tuple[str, ...]:
@@ -341,6 +386,7 @@ def spec_data(case: Case, version: str, venv: Path, models: dict[str, Path]) -> 
             "serve": {"tensor_parallel_size": 2},
         }
     data = copy.deepcopy(data)
+    data.pop("export", None)  # how other tools run it: not a deployment's Spec
     data["vllm"] = {"version": version, "runtime": "venv", "venv": str(venv)}
     data["model"] = {**data["model"], "path": str(models[case.kind])}
     if case.served_name:
@@ -352,6 +398,8 @@ def spec_data(case: Case, version: str, venv: Path, models: dict[str, Path]) -> 
     if "model_kind" in extra:
         data["model"]["kind"] = extra.pop("model_kind")
     data["serve"] = {**serve, "max_model_len": 512, "enforce_eager": True, **extra}
+    if case.env:
+        data["env"] = {**data.get("env", {}), **case.env}
     return data
 
 

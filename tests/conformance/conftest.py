@@ -26,7 +26,7 @@ import pytest
 from launcher.catalogs import known_versions
 from launcher.core.plan import Plan
 from launcher.core.rules.base import in_range
-from launcher.core.spec.pep440 import parse
+from launcher.core.spec.versions import parse
 from launcher.node.scripts import bundle
 from launcher.node.scripts.probe import MARKER
 from tests.conformance import cases
@@ -126,6 +126,8 @@ def collect(version: str, venv: Path, models: dict[str, Path]) -> Answers:
     answers = Answers(version, venv)
     jobs: dict[tuple[str, ...], dict[str, Any]] = {}
     for case in cases.PLANS:
+        if not cases.planned_on(case, version):
+            continue
         data = cases.spec_data(case, version, venv, models)
         plan = answers.plans[case.id] = cases.plan_data(data)
         for node in plan.nodes:
@@ -139,7 +141,7 @@ def collect(version: str, venv: Path, models: dict[str, Path]) -> Answers:
         if cases.applies(refusal, version):
             for i, check in enumerate(refusal.checks):
                 jobs[("check", refusal.id, str(i))] = resolve_job(
-                    cases.check_argv(check, version, venv, models), {}
+                    cases.check_argv(check, version, venv, models), check.env
                 )
     head, worker = cases.hand_split(answers.plans["hybrid"], version)
     jobs[("split", "head")], jobs[("split", "worker")] = resolve_job(head, {}), resolve_job(worker, {})
