@@ -48,6 +48,8 @@ from launcher.operations.running.endpoint import router_check
 
 __all__ = ["NodesDisagree", "merge_reports", "run_check", "with_endpoint"]
 
+RUNNING = "not tested: this cluster runs and holds the port"
+
 
 class NodesDisagree(SparkLaunchError):
     """`check` found differences that would make the nodes start differently."""
@@ -113,6 +115,8 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective
     resolved = None
     if probe and runnable:
         resolved = run_probe(cluster, {n: f.get("probe") for n, f in facts.items()}, fresh)
+    else:
+        rows.append(_unprobed(spec.vllm.runtime, facts, probe))
     if resolved is not None:
         cached = {
             n: "from the node's cache" if r.get("cached") else "resolved now" for n, r in resolved.items()
@@ -123,6 +127,21 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective
         catalog = cluster.sources.catalog if cluster.sources else catalog_for(spec)
         rows += probe_rows(plan, catalog, resolved)
     return Report(tuple(cluster.names), tuple(rows), facts, weighed)
+
+
+def _unprobed(runtime: str, facts: dict[str, Facts], asked: bool) -> Row:
+    """The probe's row when it did not run: said, never left out. Asked to skip it, a warning;
+    unable to run it (a node without the vLLM it would run), no agreement."""
+    if not asked:
+        values = dict.fromkeys(facts, "not run (--no-probe)")
+        hint = "what each node's vLLM derives from its command was not compared: run check without --no-probe"
+        return Row("probe", "vLLM resolves the command", values, False, hint, level="warn")
+    key = "image_id" if runtime == "docker" else "vllm_binary"
+    values = {
+        n: "not run" if f["vllm"].get(key) else "not run: no vLLM to run here" for n, f in facts.items()
+    }
+    hint = "install the spec's vLLM on every node (the vllm rows say what is missing), then check again"
+    return Row("probe", "vLLM resolves the command", values, False, hint)
 
 
 def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
@@ -148,8 +167,12 @@ class _Reach:
     def result(self, facts: dict[str, Facts]) -> dict[str, str]:
         """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
         head = facts[self.cluster.head.name]
-        if not self.workers or head.get("ours_running") or self.said is None:
+        if not self.workers:
             return {}
+        if head.get("ours_running"):
+            return dict.fromkeys(self.workers, RUNNING)
+        if self.said is None:
+            return dict.fromkeys(self.workers, "not tested: the head never said whether it listens")
         if self.said.port is None:
             return dict.fromkeys(self.workers, f"no listener on the head: {self.said.error}")
         return {w: facts[w].get("connected") or "not asked to connect" for w in self.workers}
