@@ -7,7 +7,7 @@ and cover it in tests/test_rules.py and the conformance tier.
 
 from __future__ import annotations
 
-from launcher.core.rules import caching, speculative, topology
+from launcher.core.rules import caching, memory_split, speculative, topology
 from launcher.core.rules.base import Rule
 
 RULES: tuple[Rule, ...] = (
@@ -124,5 +124,31 @@ RULES: tuple[Rule, ...] = (
         "vllm/config/speculative.py (num_speculative_tokens)",
         owns=("speculative_config",),
         when=lambda i: i.explicit("speculative_config") is not None,
+    ),
+    Rule(
+        "gpu_memory_utilization",
+        "",
+        memory_split.utilization,
+        "left unset, each node claims its release's default fraction of its own memory (0.92 up to "
+        "0.33; from 0.34 1.0 with the extensible KV cache, else 0.92), with nothing kept for the OS, "
+        "the page cache (unified memory) or another deployment on the node: written out, the same on "
+        "every node",
+        "vllm/config/cache.py (CacheConfig.gpu_memory_utilization, resolved_gpu_memory_utilization); "
+        "vllm/v1/worker/utils.py (request_memory)",
+        owns=("gpu_memory_utilization",),
+        source="launcher",
+    ),
+    Rule(
+        "kv_cache_memory_bytes",
+        "",
+        memory_split.kv_cache_bytes,
+        "the KV cache in bytes, the same on every rank: vLLM sizes no cache by itself (and from 0.34 "
+        "turns the extensible KV cache off), so nodes of different memory claim the same",
+        "vllm/v1/worker/gpu_worker.py (Worker.determine_available_memory); "
+        "vllm/v1/core/kv_cache_planning.py (get_kv_cache_configs: every rank gets the smallest "
+        "rank's blocks); vllm/config/vllm.py (VllmConfig._resolve_extensible_kv_cache)",
+        owns=("kv_cache_memory_bytes",),
+        source="launcher",
+        when=memory_split.absolute,
     ),
 )
