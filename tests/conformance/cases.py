@@ -32,6 +32,9 @@ EXAMPLES = sorted(
 )
 # The settings the plan pins from the model's kind when the spec leaves them unset.
 DEFAULTED = ("enable_prefix_caching", "enable_chunked_prefill", "mamba_cache_mode")
+# The settings the plan pins from the nodes' memory when the spec leaves them unset: left out
+# of the unpinned command too (vLLM's own default shows there, for `make release` to compare).
+MEMORY = ("gpu_memory_utilization", "kv_cache_memory_bytes")
 HOSTILE_NAME = 'it\'s "quoted" $(not run) `x` ; & | *'
 HOSTILE_TEMPLATE = "--not-a-flag {{ messages }}\n'; rm -rf /"
 MTP = {"method": "mtp", "num_speculative_tokens": 2}
@@ -91,6 +94,10 @@ PLANS: tuple[Case, ...] = (
     Case("dense-one-node", "dense", {"tensor_parallel_size": 1}, nodes=1),
     Case("dense-prefix-caching-off", "dense", OFF),
     Case("dense-chunked-prefill-off", "dense", {"enable_chunked_prefill": False}),
+    Case("dense-pipeline", "dense", {"tensor_parallel_size": 1, "pipeline_parallel_size": 2}),
+    Case("moe", "moe"),
+    Case("moe-prefix-caching-off", "moe", OFF),
+    Case("hybrid-pipeline", "hybrid", {"tensor_parallel_size": 1, "pipeline_parallel_size": 2}),
     Case("attention-free", "attention-free"),
     Case("attention-free-prefix-caching-on", "attention-free", ON),
     Case("mla", "mla", {**BOTH_OFF, "attention_backend": "CPU_MLA"}),
@@ -356,9 +363,10 @@ def planned_on(case: Case, version: str) -> bool:
 
 
 def unset_defaults(case: Case, data: dict[str, Any], plan: Plan) -> tuple[str, ...]:
-    """The settings the plan decided from the model's kind because the spec left them unset."""
+    """The settings the plan decided because the spec left them unset: from the model's kind
+    (DEFAULTED), and the memory split."""
     rows = {d.setting for d in plan.derived}
-    return tuple(k for k in DEFAULTED if k not in data["serve"] and k in rows)
+    return tuple(k for k in (*DEFAULTED, *MEMORY) if k not in data["serve"] and k in rows)
 
 
 def catalog_of(data: dict[str, Any]) -> Catalog:

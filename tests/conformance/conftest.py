@@ -124,6 +124,16 @@ class Answers:
 def collect(version: str, venv: Path, models: dict[str, Path]) -> Answers:
     """Plan every case, build every command, and ask the release about all of them at once."""
     answers = Answers(version, venv)
+    jobs = jobs_of(answers, models)
+    answers.results = dict(zip(jobs, run_probe(venv, jobs.values(), version), strict=True))
+    return answers
+
+
+def jobs_of(answers: Answers, models: dict[str, Path]) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Every command the release is asked about, by key (its plans kept in `answers`): each node's
+    planned command per case, the command without what the plan pinned for an unset setting, the
+    refusals' checks, and the field report's hand split. `make release` asks two releases the same."""
+    version, venv = answers.version, answers.venv
     jobs: dict[tuple[str, ...], dict[str, Any]] = {}
     for case in cases.PLANS:
         if not cases.planned_on(case, version):
@@ -145,13 +155,13 @@ def collect(version: str, venv: Path, models: dict[str, Path]) -> Answers:
                 )
     head, worker = cases.hand_split(answers.plans["hybrid"], version)
     jobs[("split", "head")], jobs[("split", "worker")] = resolve_job(head, {}), resolve_job(worker, {})
-    answers.results = dict(zip(jobs, run_probe(venv, jobs.values(), version), strict=True))
-    return answers
+    return jobs
 
 
 def resolve_job(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """A probe job: run create_engine_config() on `vllm serve ARGV` under `env`."""
-    return {"op": "resolve", "argv": list(argv), "env": env}
+    """A probe job: run create_engine_config() on `vllm serve ARGV` under `env`, and bring every
+    field of the config back (what `make release` compares between releases)."""
+    return {"op": "resolve", "argv": list(argv), "env": env, "dump": True}
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,9 @@
 - every refusal says what the release really does: vLLM refuses, or changes the value,
   for the reason the message gives, and the hint's fix holds;
 - the rendered command survives a real shell, and, as a control, the field report's
-  hand-split pair really resolves to different mamba cache modes.
+  hand-split pair really resolves to different mamba cache modes;
+- the release machine's committed report (launcher/catalogs/report-X.md) is what this tier's
+  own answers of X and of the release before it give.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from launcher.core.vllm.releases import same_release
 from launcher.node.agent import Agent
 from launcher.node.scripts.probe import MARKER
 from launcher.operations.gathering.head_planning import learn_catalog
+from scripts import release_report
+from scripts.release import apis as release_apis
 from tests.conformance import cases
 from tests.conformance.conftest import RELEASES, Answers, cpu_env, probe_file, venv_for
 from tests.conftest import base_spec, edit, spec_of
@@ -192,3 +196,28 @@ def test_hand_split_inputs_really_diverge(answers: Callable[[str], Answers], ver
     b = ok(got.results[("split", "worker")], version, "worker")
     assert (a["mamba_cache_mode"], b["mamba_cache_mode"]) == ("align", "none")
     assert a["mamba_block_size"] != b["mamba_block_size"]
+
+
+REPORTED = [
+    (v, b)
+    for v in RELEASES
+    if release_report.report_file(v).is_file()
+    and (b := json.loads(release_report.review_file(v).read_text())["baseline"]) in RELEASES
+]
+
+
+@pytest.mark.parametrize(("version", "baseline"), REPORTED, ids=[f"{b}-{v}" for v, b in REPORTED])
+def test_the_release_machines_report_is_reproduced(
+    answers: Callable[[str], Answers], models: dict[str, Path], version: str, baseline: str
+) -> None:
+    """`make release` resolves the commands this tier resolves: the committed report, rebuilt from
+    this tier's own answers of both releases, is the same, and every change in it is covered."""
+    results = {v: {"/".join(k): r for k, r in answers(v).results.items()} for v in (baseline, version)}
+    catalogs = {v: json.loads((CATALOG_DIR / f"vllm-{v}.json").read_text()) for v in (baseline, version)}
+    found = {v: release_apis(v, venv_for(v) / "bin" / "python") for v in (baseline, version)}
+    roots = [str(models["hybrid"].parent)]
+    entries = release_report.read_entries(version)
+    report = release_report.build(version, baseline, results, catalogs, found, roots, entries)
+    assert report.ok, report.problems
+    committed = release_report.report_file(version).read_text()
+    assert release_report.render(report) == committed, f"run `make release VERSION={version}`"

@@ -8,7 +8,7 @@ without importing vLLM at all.
     python - parse   ARGV...   # parse as `vllm serve ARGV...` would
     python - resolve ARGV...   # and run vLLM's create_engine_config() on it
     python - [--cache DIR [--fresh] --tag TAG] resolve ARGV...   # the same, cached on the node
-    python BUNDLE batch < JOBS # JSON lines {"op", "argv", "env"}: one import for all
+    python BUNDLE batch < JOBS # JSON lines {"op", "argv", "env"[, "dump"]}: one import for all
 
 It prints one line `SPARK_LAUNCH_PROBE <json>` per job (vLLM logs to stdout as well). `resolve`
 reads only the model's config.json: no weights are loaded and no device memory is used.
@@ -87,7 +87,7 @@ AS_TEXT = {
 }
 
 
-def resolve(args: argparse.Namespace) -> dict[str, Any]:
+def resolve(args: argparse.Namespace, dump: bool = False) -> dict[str, Any]:
     """The config values every node must agree on, as this node's vLLM derives them.
 
     `missing` names the values this vLLM has no field for: the launcher treats them as
@@ -153,6 +153,8 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
     spec = config.speculative_config
     values["num_speculative_tokens"] = spec.num_speculative_tokens if spec else 0
     values.update(config_hash(config))
+    if dump:
+        values["config_dump"] = config_dump(config)
     return values
 
 
@@ -226,6 +228,32 @@ def _hash_config() -> Any:
     return hash_config
 
 
+# `make release` compares every field of two releases' configs (a job with "dump": true).
+DUMP_CHARS = 300
+
+
+def config_dump(config: Any) -> dict[str, str]:
+    """Every field of every part of the resolved config (`part.field`), as Python shows it (object
+    addresses left out, long values cut): what changed between two releases, field by field."""
+    out: dict[str, str] = {}
+    for field in dataclasses.fields(config):
+        part: Any = getattr(config, field.name, None)
+        if dataclasses.is_dataclass(part):
+            for inner in dataclasses.fields(part):
+                out[f"{field.name}.{inner.name}"] = _shown(part, inner.name)
+        else:
+            out[field.name] = _shown(config, field.name)
+    return out
+
+
+def _shown(part: Any, name: str) -> str:
+    try:
+        text = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(getattr(part, name)))
+    except Exception as exc:  # a field that cannot be read or shown
+        text = f"unreadable: {type(exc).__name__}"
+    return text if len(text) <= DUMP_CHARS else text[:DUMP_CHARS] + f"... ({len(text)} chars)"
+
+
 def _digest(part: Any, name: str) -> str:
     """A short digest of a field's value as Python shows it (object addresses left out: they differ)."""
     try:
@@ -235,8 +263,9 @@ def _digest(part: Any, name: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Parse (and for `resolve`, derive the config of) one command line under `env`."""
+def run_job(op: str, serve_argv: list[str], env: dict[str, str], dump: bool = False) -> dict[str, Any]:
+    """Parse (and for `resolve`, derive the config of) one command line under `env`; with `dump`,
+    every field of the resolved config too (see config_dump)."""
     result: dict[str, Any] = {"vllm_version": vllm_version()}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -244,7 +273,7 @@ def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, An
         args = parse_serve_argv(serve_argv)
         result["args"] = {k: v for k, v in vars(args).items() if not callable(v)}
         if op == "resolve":
-            result["resolved"] = resolve(args)
+            result["resolved"] = resolve(args, dump)
         result["ok"] = True
     except SystemExit as exc:  # argparse rejects the command line
         result.update(ok=False, error=f"the vLLM parser rejected the command (exit {exc.code})")
@@ -310,7 +339,7 @@ def main(argv: list[str]) -> int:
         if "cache" in options and job["op"] == "resolve":
             result = cached_job(job, options["cache"], options.get("tag", ""), "fresh" in options)
         else:
-            result = run_job(job["op"], job["argv"], job.get("env", {}))
+            result = run_job(job["op"], job["argv"], job.get("env", {}), bool(job.get("dump")))
         ok = ok and result["ok"]
         print(MARKER + json.dumps(result, default=str), flush=True)
     return 0 if ok else 1
