@@ -32,13 +32,14 @@ from launcher.core.checks import (
     planned_model_rows,
     probe_rows,
     regression_rows,
+    rules_row,
     vllm_rows,
 )
 from launcher.core.checks.memory_rows import budgets, shared_memory_row
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
-from launcher.load import catalog_for
+from launcher.load import catalog_for, release_of
 from launcher.node.cluster import Cluster
 from launcher.operations.fleet import Deployments
 from launcher.operations.gathering.gather_inputs import gather
@@ -105,7 +106,8 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective
     facts = {n: a for n, a in answers.items() if not isinstance(a, SparkLaunchError)}
     if len(facts) < len(answers):
         return Report(tuple(cluster.names), tuple(rows))
-    rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
+    rows += [*vllm_rows(spec, facts), rules_row(cluster.head.name, release_of(spec))]
+    rows += catalog_rows(cluster.head.name, cluster.sources)
     rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, reach.result(facts))
     rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)

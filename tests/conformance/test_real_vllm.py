@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,9 @@ from launcher.core.checks import AGREE
 from launcher.core.checks.probe_rows import expected_missing, hash_rows
 from launcher.core.plan import PlanProblems
 from launcher.core.render import shell_words
+from launcher.core.rules.removed import ENV, SPECULATIVE_KEYS
+from launcher.core.rules.table import RULES
+from launcher.core.spec.versions import parse
 from launcher.core.vllm.releases import same_release
 from launcher.node.agent import Agent
 from launcher.node.scripts.probe import MARKER
@@ -221,3 +225,28 @@ def test_the_release_machines_report_is_reproduced(
     assert report.ok, report.problems
     committed = release_report.report_file(version).read_text()
     assert release_report.render(report) == committed, f"run `make release VERSION={version}`"
+
+
+def cited(mirrors: str) -> list[tuple[str, list[str]]]:
+    """The (file, names) a rule's source cites: "vllm/x.py (A.b, c: why); vllm/y.py (d)"."""
+    out = []
+    for part in mirrors.split("; "):
+        path, _, inner = part.partition(" (")
+        names = [n.split(":")[0].strip().split(".")[-1] for n in inner.rstrip(")").split(", ")]
+        out.append((path.strip(), [n for n in names if n]))
+    return out
+
+
+def test_every_rule_cites_what_is_in_the_newest_release() -> None:
+    """Each rule's source (and each refused input's) is a file of the newest release under test,
+    holding every function or field it names."""
+    newest = max(RELEASES, key=parse)
+    site = next((venv_for(newest) / "lib").glob("python3*/site-packages"))
+    sources = [r.mirrors for r in RULES] + [e.source for e in (*ENV, *SPECULATIVE_KEYS)]
+    for mirrors in sources:
+        for path, names in cited(mirrors):
+            source = site / path
+            assert source.is_file(), f"{mirrors}: no {path} in vLLM {newest}"
+            text = source.read_text()
+            for name in names:
+                assert re.search(rf"\b{re.escape(name)}\b", text), f"{mirrors}: no {name} in {path}"

@@ -35,8 +35,8 @@ ENV: tuple[Removed, ...] = (
         "Model Runner V1 has been removed: every node's vLLM refuses any value but 1 at start-up "
         "(and 1 is redundant)",
         "remove VLLM_USE_V2_MODEL_RUNNER from env: the V2 model runner is the only one",
-        "vllm/platforms/interface.py (Platform.validate_environ), called from "
-        "vllm/engine/arg_utils.py (EngineArgs.create_engine_config)",
+        "vllm/platforms/interface.py (Platform.validate_environ); "
+        "vllm/engine/arg_utils.py (EngineArgs.create_engine_config: calls it)",
         allowed=("1",),
     ),
     Removed(
@@ -44,7 +44,8 @@ ENV: tuple[Removed, ...] = (
         ">=0.34",
         "removed: Marlin no longer supports 8-bit activations, and every node's vLLM refuses it",
         "remove it; use serve.quantization: humming with VLLM_HUMMING_INPUT_QUANT_CONFIG",
-        "vllm/envs.py (removed_environment_variables), read by Platform.validate_environ",
+        "vllm/envs.py (removed_environment_variables); "
+        "vllm/platforms/interface.py (Platform.validate_environ)",
     ),
 )
 
@@ -55,8 +56,8 @@ SPECULATIVE_KEYS: tuple[Removed, ...] = tuple(
         "is no longer a key of --speculative-config: vLLM refuses unknown keys "
         "(SpeculativeConfig: 'Unexpected keyword argument')",
         f"remove {key} from serve.speculative_config",
-        "vllm/config/speculative.py (SpeculativeConfig has no such field; vllm/config/utils.py "
-        "config() forbids extra keys)",
+        "vllm/config/speculative.py (SpeculativeConfig: no such field); "
+        "vllm/config/utils.py (config: forbids extra keys)",
     )
     for key in ("disable_padded_drafter_batch", "use_heterogeneous_vocab")
 )
