@@ -94,6 +94,7 @@ PLANS: tuple[Case, ...] = (
     Case("dense-one-node", "dense", {"tensor_parallel_size": 1}, nodes=1),
     Case("dense-prefix-caching-off", "dense", OFF),
     Case("dense-chunked-prefill-off", "dense", {"enable_chunked_prefill": False}),
+    Case("dense-kv-cache-in-bytes", "dense", {"kv_cache_memory_bytes": "1G"}),
     Case("dense-pipeline", "dense", {"tensor_parallel_size": 1, "pipeline_parallel_size": 2}),
     Case("moe", "moe"),
     Case("moe-prefix-caching-off", "moe", OFF),
