@@ -11,6 +11,13 @@
   hand-split pair really resolves to different mamba cache modes;
 - the release machine's committed report (launcher/catalogs/report-X.md) is what this tier's
   own answers of X and of the release before it give.
+
+All of it on vLLM's CPU platform (conftest.cpu_env). What that platform decides its own way is
+compared like with like (both nodes here derive it the CPU's way): async scheduling is always
+off, and from 0.34 the extensible KV cache is unsupported (so gpu_memory_utilization's 1.0
+default and breakable CUDA graphs for Qwen3.5 never show). Those rows are checked here to be
+reported and to agree; the values a Spark's CUDA platform derives for them show only on a Spark
+(`check` there), and are reviewed from the source in launcher/catalogs/review-X.json.
 """
 
 from __future__ import annotations

@@ -131,3 +131,14 @@ def test_a_node_that_reports_no_memory_keeps_the_row_failing() -> None:
     rows = {r.item: r for r in memory_rows(spec_of(data), plan_of(data), facts)}
     row = rows["claim fits the memory"]
     assert row.failed and row.values == {"n1": "reported", "n2": "(not reported)"}
+
+
+def test_on_034_the_page_cache_row_says_the_release_does_not_check_it() -> None:
+    """0.34's extensible KV cache skips vLLM's start-up check of free memory: the row stays, said."""
+    data = base_spec("0.34.0")
+    facts = {n: spark_facts(127600748 * 1024) for n in ("n1", "n2")}
+    rows = {r.item: r for r in memory_rows(spec_of(data), plan_of(data), facts)}
+    row = rows["claim fits without page cache"]
+    assert row.ok and row.values["n1"].startswith("not checked at start-up")
+    old = {r.item: r for r in memory_rows(spec_of(base_spec("0.33.0")), plan_of(base_spec("0.33.0")), facts)}
+    assert old["claim fits without page cache"].values["n1"].endswith("free")
