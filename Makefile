@@ -65,9 +65,9 @@ validate: install
 catalogs: vllm-venvs                                ## regenerate the catalogs (flags, model traits) from the real packages
 	for v in $(RELEASES); do "$$(scripts/vllm-venv.sh $$v)/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$$v.json || exit 1; done
 
-release: dev                                        ## add or refresh one release: make release VERSION=0.34.0
+release: dev                                        ## the release machine: make release VERSION=0.34.0 (README: adding a release)
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=0.34.0" >&2; exit 2; }
-	"$$(scripts/vllm-venv.sh $(VERSION))/bin/python" scripts/gen_catalog.py launcher/catalogs/vllm-$(VERSION).json && SPARK_LAUNCH_RELEASES=$(VERSION) $(BIN)/pytest -m conformance
+	$(BIN)/python scripts/release.py $(VERSION)
 
 golden: dev                                         ## rewrite golden plans and manifests after an intended change
 	$(BIN)/pytest tests/core/test_configs.py tests/commands/test_export_k8s.py --update-golden

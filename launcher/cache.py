@@ -114,6 +114,7 @@ def save_model_files(head: str, files: ModelFiles) -> None:
         "config": files.config,
         "sentence_transformers": files.sentence_transformers,
         "sha256": files.sha256,
+        "weight_bytes": files.weight_bytes,
         "at": time.time(),
     }
     _write(model_file(head, files.path), data)
@@ -133,4 +134,10 @@ def cached_model_files(head: str, path: str) -> ModelFiles | None:
         str(found.get("node") or head),
         found.get("sha256") if isinstance(found.get("sha256"), str) else None,
         float(found.get("at") or 0.0) or None,
+        _bytes(found.get("weight_bytes")),
     )
+
+
+def _bytes(value: object) -> int | None:
+    """A size kept in the cache, or None when it is not one."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None

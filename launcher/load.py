@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
+from collections.abc import Mapping
 from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,13 +21,14 @@ from launcher.cache import cached_model_files, learned_catalog
 from launcher.catalogs import known_versions, load_catalog
 from launcher.core.fleet_plan import Fleet, build_fleet, port_problems
 from launcher.core.plan import Plan, PlanProblems, build_plan
+from launcher.core.rules.base import Sharing
 from launcher.core.spec.deployments import deployment_specs, relocate
 from launcher.core.spec.sections import Spec, SpecFile
 from launcher.core.spec.spec_checks import release_problem
 from launcher.core.spec.validate import validate_file
 from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_document
 from launcher.core.vllm.catalog import Catalog
-from launcher.core.vllm.models import ModelFacts, ModelFiles, facts_of
+from launcher.core.vllm.models import WEIGHT_SUFFIXES, ModelFacts, ModelFiles, facts_of
 from launcher.core.vllm.releases import Release, UnknownRules, release_for
 from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
 
@@ -146,7 +149,17 @@ def local_model_files(spec: Spec) -> ModelFiles | None:
     except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested without end
         config = None
     digest = sha256(data).hexdigest() if data else None
-    return ModelFiles(spec.model.path, config, (model_dir / "modules.json").is_file(), sha256=digest)
+    modules = (model_dir / "modules.json").is_file()
+    return ModelFiles(spec.model.path, config, modules, sha256=digest, weight_bytes=weight_bytes(model_dir))
+
+
+def weight_bytes(model_dir: Path) -> int | None:
+    """The size of the model's weight files (as `check` counts them), or None when it has none here."""
+    try:
+        sizes = [f.stat().st_size for f in model_dir.iterdir() if f.suffix in WEIGHT_SUFFIXES and f.is_file()]
+    except OSError:
+        return None
+    return sum(sizes) or None
 
 
 def offline_model_files(spec: Spec) -> ModelFiles:
@@ -176,13 +189,21 @@ def read_model_facts(spec: Spec, catalog: Catalog) -> ModelFacts:
     return facts_of(offline_model_files(spec), spec.model, catalog)
 
 
-def plan_with(spec: Spec, files: ModelFiles, catalog: Catalog, release: Release) -> Plan:
+def plan_with(
+    spec: Spec,
+    files: ModelFiles,
+    catalog: Catalog,
+    release: Release,
+    deployments: Mapping[str, int] | None = None,
+) -> Plan:
     """The plan of `spec` with these model files and catalog; PlanProblems listing what is wrong.
+    `deployments`: how many of the file's deployments run on each node (they share its memory).
 
     A version that is not a supported release as published gets a first note saying whose
     rules and which flags it has, and why.
     """
-    plan = build_plan(spec, facts_of(files, spec.model, catalog), catalog)
+    sharing = Sharing(deployments or {}, files.weight_bytes)
+    plan = build_plan(spec, facts_of(files, spec.model, catalog), catalog, sharing)
     notes = [release.why] if release.why else []
     if catalog.source:
         notes.append(f"flags and model traits: the catalog {catalog.source}")
@@ -230,11 +251,12 @@ def _plans(
         problems += exc.problems
         return ()
     plans = []
+    deployments = Counter(node.name for spec in specs for node in spec.nodes)
     for i, spec in enumerate(specs):
         if not spec.nodes:  # none of its nodes is known: the spec checks said so, where it is written
             continue
         try:
-            plans.append(plan_with(spec, inputs.files(spec), catalog, release))
+            plans.append(plan_with(spec, inputs.files(spec), catalog, release, deployments))
         except PlanProblems as exc:
             problems += [relocate(file, i, p) for p in exc.problems]
     return tuple(plans)

@@ -5,6 +5,11 @@ package (its `vllm serve` parser and its model registry; `make catalogs`) and ch
 against it by the conformance tier. Adding a release: see "Adding a vLLM release" in the
 README (`make release VERSION=...`). Any other build's catalog is learned from its own vLLM
 on the head node, by the same generator, and kept in the operator's cache (`launcher.cache`).
+
+`review-<release>.json` says what covers each change the release machine (`make release`,
+scripts/release.py) found against the release before it: a rule, a row of `check`, the node
+scripts, or no effect on the nodes' agreement, each with its reason; `report-<release>.md` is
+the machine's report, committed and reproduced by the conformance tier.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ from typing import Any
 from launcher.core.render import NodeCommand, render_nodes
 from launcher.core.rows import Derived, model_rows, runner_set, topology_rows
 from launcher.core.rules import RULES, Inputs, RuleProblem, Unresolved
+from launcher.core.rules.base import Sharing
+from launcher.core.rules.removed import env_problems, speculative_problems
 from launcher.core.spec.container import changed_from_defaults
 from launcher.core.spec.schema import suggest
 from launcher.core.spec.sections import Spec
@@ -108,13 +110,23 @@ class Plan:
         return sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog) -> Plan:
-    """Decide every setting and render every node's command; PlanProblems lists what is wrong."""
+def build_plan(spec: Spec, facts: ModelFacts, catalog: Catalog, sharing: Sharing | None = None) -> Plan:
+    """Decide every setting and render every node's command; PlanProblems lists what is wrong.
+
+    `sharing`: the deployments on each node and the model's weights (memory is divided by them)."""
     _plannable(spec)
     problems = [*facts.problems, *check_serve_keys(spec, catalog)]
     refused = _check_serve_values(spec, catalog, problems)
     # A rule reading a refused value is skipped: each value is reported once, where refused.
-    inputs = Inputs(spec, catalog, facts, parse(spec.vllm.version), refused=frozenset(refused))
+    inputs = Inputs(
+        spec,
+        catalog,
+        facts,
+        parse(spec.vllm.version),
+        refused=frozenset(refused),
+        sharing=sharing or Sharing(),
+    )
+    problems += removed_inputs(spec, inputs)
     derived, args, owned, notes, warnings = _apply_rules(inputs, problems)
     notes[:0] = facts.notes
     args += _served_name(spec, catalog)
@@ -166,6 +178,15 @@ def unasked_code_or_files(spec: Spec, catalog: Catalog, args: list[str]) -> list
         for key in sorted(unasked)
         if key not in spec.serve
     ]
+
+
+def removed_inputs(spec: Spec, inputs: Inputs) -> list[Problem]:
+    """Engine variables and speculative-config keys the spec's release removed and refuses."""
+    problems = env_problems(spec.env, inputs.version, spec.vllm.version)
+    config = spec.serve.get("speculative_config")
+    if isinstance(config, dict):
+        problems += speculative_problems(config, inputs.version, spec.vllm.version)
+    return problems
 
 
 def _plannable(spec: Spec) -> None:

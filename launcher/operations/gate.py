@@ -32,6 +32,7 @@ from launcher.core.checks import (
     planned_model_rows,
     probe_rows,
     regression_rows,
+    rules_row,
     vllm_rows,
 )
 from launcher.core.checks.exposure_rows import endpoint_row, exposure_rows
@@ -39,7 +40,7 @@ from launcher.core.checks.memory_rows import budgets, shared_memory_row
 from launcher.core.reports import check_text
 from launcher.core.terminal import Screen
 from launcher.errors import SparkLaunchError
-from launcher.load import catalog_for
+from launcher.load import catalog_for, release_of
 from launcher.node.cluster import Cluster
 from launcher.operations.fleet import Deployments
 from launcher.operations.gathering.gather_inputs import gather
@@ -48,6 +49,8 @@ from launcher.operations.gathering.probing import probe_tag, run_probe
 from launcher.operations.running.endpoint import router_check
 
 __all__ = ["NodesDisagree", "merge_reports", "run_check", "with_endpoint"]
+
+RUNNING = "not tested: this cluster runs and holds the port"
 
 
 class NodesDisagree(SparkLaunchError):
@@ -104,7 +107,8 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective
     facts = {n: a for n, a in answers.items() if not isinstance(a, SparkLaunchError)}
     if len(facts) < len(answers):
         return Report(tuple(cluster.names), tuple(rows))
-    rows += vllm_rows(spec, facts) + catalog_rows(cluster.head.name, cluster.sources)
+    rows += [*vllm_rows(spec, facts), rules_row(cluster.head.name, release_of(spec))]
+    rows += catalog_rows(cluster.head.name, cluster.sources)
     rows += model_rows(spec, facts) + planned_model_rows(cluster.sources, facts) + env_rows(plan, facts)
     rows += network_rows(spec, plan, facts, reach.result(facts)) + exposure_rows(spec, plan, collective)
     rows += host_rows(spec, facts) + regression_rows(plan, facts) + memory_rows(spec, plan, facts)
@@ -114,6 +118,8 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective
     resolved = None
     if probe and runnable:
         resolved = run_probe(cluster, {n: f.get("probe") for n, f in facts.items()}, fresh)
+    else:
+        rows.append(_unprobed(spec.vllm.runtime, facts, probe))
     if resolved is not None:
         cached = {
             n: "from the node's cache" if r.get("cached") else "resolved now" for n, r in resolved.items()
@@ -124,6 +130,21 @@ def _check(cluster: Cluster, reach: _Reach, probe: bool, fresh: bool, collective
         catalog = cluster.sources.catalog if cluster.sources else catalog_for(spec)
         rows += probe_rows(plan, catalog, resolved)
     return Report(tuple(cluster.names), tuple(rows), facts, weighed)
+
+
+def _unprobed(runtime: str, facts: dict[str, Facts], asked: bool) -> Row:
+    """The probe's row when it did not run: said, never left out. Asked to skip it, a warning;
+    unable to run it (a node without the vLLM it would run), no agreement."""
+    if not asked:
+        values = dict.fromkeys(facts, "not run (--no-probe)")
+        hint = "what each node's vLLM derives from its command was not compared: run check without --no-probe"
+        return Row("probe", "vLLM resolves the command", values, False, hint, level="warn")
+    key = "image_id" if runtime == "docker" else "vllm_binary"
+    values = {
+        n: "not run" if f["vllm"].get(key) else "not run: no vLLM to run here" for n, f in facts.items()
+    }
+    hint = "install the spec's vLLM on every node (the vllm rows say what is missing), then check again"
+    return Row("probe", "vLLM resolves the command", values, False, hint)
 
 
 def _runnable(runtime: str, facts: dict[str, Facts]) -> bool:
@@ -149,8 +170,12 @@ class _Reach:
     def result(self, facts: dict[str, Facts]) -> dict[str, str]:
         """Per worker: "yes", or why it could not connect; nothing while this cluster runs."""
         head = facts[self.cluster.head.name]
-        if not self.workers or head.get("ours_running") or self.said is None:
+        if not self.workers:
             return {}
+        if head.get("ours_running"):
+            return dict.fromkeys(self.workers, RUNNING)
+        if self.said is None:
+            return dict.fromkeys(self.workers, "not tested: the head never said whether it listens")
         if self.said.port is None:
             return dict.fromkeys(self.workers, f"no listener on the head: {self.said.error}")
         return {w: facts[w].get("connected") or "not asked to connect" for w in self.workers}

@@ -58,7 +58,7 @@ def test_up_dry_run_json_is_json() -> None:
 
 def test_version_lists_the_supported_vllm_releases() -> None:
     code, out, _ = run_cli("--version")
-    assert code == 0 and out == "spark-launch 0.1.0; vLLM releases supported: 0.32.0, 0.33.0\n"
+    assert code == 0 and out == "spark-launch 0.1.0; vLLM releases supported: 0.32.0, 0.33.0, 0.34.0\n"
 
 
 def test_shell_completion_works_as_documented() -> None:

@@ -32,6 +32,9 @@ EXAMPLES = sorted(
 )
 # The settings the plan pins from the model's kind when the spec leaves them unset.
 DEFAULTED = ("enable_prefix_caching", "enable_chunked_prefill", "mamba_cache_mode")
+# The settings the plan pins from the nodes' memory when the spec leaves them unset: left out
+# of the unpinned command too (vLLM's own default shows there, for `make release` to compare).
+MEMORY = ("gpu_memory_utilization", "kv_cache_memory_bytes")
 HOSTILE_NAME = 'it\'s "quoted" $(not run) `x` ; & | *'
 HOSTILE_TEMPLATE = "--not-a-flag {{ messages }}\n'; rm -rf /"
 MTP = {"method": "mtp", "num_speculative_tokens": 2}
@@ -50,6 +53,8 @@ class Case:
     example: str | None = None
     served_name: str | None = None
     nodes: int = 2  # one: a deployment on one node, a plain `vllm serve`
+    env: dict[str, str] = field(default_factory=dict)
+    own_release: bool = False  # a shipped example: planned on the release it names, as a user would
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class Check:
     strip: tuple[str, ...] = ()  # pinned options taken out, left to vLLM
     resolved: dict[str, Any] = field(default_factory=dict)  # what vLLM must derive
     error: str | None = None  # or: words of vLLM's refusal
+    env: dict[str, str] = field(default_factory=dict)  # the engine variables it runs under
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class Refusal:
     checks: tuple[Check, ...]
     hint: str | None = None
     releases: str = ""
+    env: dict[str, str] = field(default_factory=dict)
 
 
 PLANS: tuple[Case, ...] = (
@@ -87,12 +94,17 @@ PLANS: tuple[Case, ...] = (
     Case("dense-one-node", "dense", {"tensor_parallel_size": 1}, nodes=1),
     Case("dense-prefix-caching-off", "dense", OFF),
     Case("dense-chunked-prefill-off", "dense", {"enable_chunked_prefill": False}),
+    Case("dense-kv-cache-in-bytes", "dense", {"kv_cache_memory_bytes": "1G"}),
+    Case("dense-pipeline", "dense", {"tensor_parallel_size": 1, "pipeline_parallel_size": 2}),
+    Case("moe", "moe"),
+    Case("moe-prefix-caching-off", "moe", OFF),
+    Case("hybrid-pipeline", "hybrid", {"tensor_parallel_size": 1, "pipeline_parallel_size": 2}),
     Case("attention-free", "attention-free"),
     Case("attention-free-prefix-caching-on", "attention-free", ON),
     Case("mla", "mla", {**BOTH_OFF, "attention_backend": "CPU_MLA"}),
     Case("pooling", "pooling", BOTH_OFF),
     Case("pooling-causal", "dense", {"runner": "pooling", **ON, "enable_chunked_prefill": True}),
-    *(Case(f"example-{p.stem}", "hybrid", example=p.stem) for p in EXAMPLES),
+    *(Case(f"example-{p.stem}", "hybrid", example=p.stem, own_release=True) for p in EXAMPLES),
     Case(
         "hostile",
         "hybrid",
@@ -302,6 +314,38 @@ REFUSALS: tuple[Refusal, ...] = (
         (Check("hybrid", {}, resolved={"is_hybrid": True}),),
         hint="remove model.hybrid",
     ),
+    Refusal(
+        "v2-model-runner-variable",
+        "dense",
+        {},
+        "env.VLLM_USE_V2_MODEL_RUNNER",
+        "refuses VLLM_USE_V2_MODEL_RUNNER=0: Model Runner V1 has been removed",
+        (
+            Check("dense", {}, env={"VLLM_USE_V2_MODEL_RUNNER": "0"}, error="is no longer supported"),
+            Check("dense", {}, resolved={"runner_type": "generate"}),
+        ),
+        hint="remove VLLM_USE_V2_MODEL_RUNNER from env",
+        releases=">=0.34",
+        env={"VLLM_USE_V2_MODEL_RUNNER": "0"},
+    ),
+    Refusal(
+        "speculative-key-removed",
+        "hybrid",
+        {"speculative_config": {**MTP, "disable_padded_drafter_batch": False}},
+        "serve.speculative_config.disable_padded_drafter_batch",
+        "is no longer a key of --speculative-config",
+        (
+            Check(
+                "hybrid",
+                {},
+                {"speculative_config": {**MTP, "disable_padded_drafter_batch": False}},
+                error="disable_padded_drafter_batch",
+            ),
+            Check("hybrid", {"speculative_config": MTP}, resolved={"num_speculative_tokens": 2}),
+        ),
+        hint="remove disable_padded_drafter_batch",
+        releases=">=0.34",
+    ),
 )
 
 
@@ -310,10 +354,20 @@ def applies(refusal: Refusal, version: str) -> bool:
     return in_range(parse(version), refusal.releases)
 
 
+def planned_on(case: Case, version: str) -> bool:
+    """True when the case is planned on `version`: every release, but a shipped example only on
+    the release it names (dense-2x-spark's VLLM_USE_V2_MODEL_RUNNER, say, is 0.33's alone)."""
+    if not case.own_release or case.example is None:
+        return True
+    data = yaml.safe_load((ROOT / "configs" / f"{case.example}.yaml").read_text())
+    return str(data["vllm"]["version"]) == version
+
+
 def unset_defaults(case: Case, data: dict[str, Any], plan: Plan) -> tuple[str, ...]:
-    """The settings the plan decided from the model's kind because the spec left them unset."""
+    """The settings the plan decided because the spec left them unset: from the model's kind
+    (DEFAULTED), and the memory split."""
     rows = {d.setting for d in plan.derived}
-    return tuple(k for k in DEFAULTED if k not in data["serve"] and k in rows)
+    return tuple(k for k in (*DEFAULTED, *MEMORY) if k not in data["serve"] and k in rows)
 
 
 def catalog_of(data: dict[str, Any]) -> Catalog:
@@ -353,6 +407,8 @@ def spec_data(case: Case, version: str, venv: Path, models: dict[str, Path]) -> 
     if "model_kind" in extra:
         data["model"]["kind"] = extra.pop("model_kind")
     data["serve"] = {**serve, "max_model_len": 512, "enforce_eager": True, **extra}
+    if case.env:
+        data["env"] = {**data.get("env", {}), **case.env}
     return data
 
 

@@ -3,6 +3,10 @@
 Every release with a committed catalog is tested (SPARK_LAUNCH_RELEASES="0.34.0" narrows
 the run to the releases named, for adding one). Importing vLLM is slow, so all the
 commands a release must resolve go through the shipped probe in ONE batch per release.
+
+How a release's config is resolved on this machine (no GPU): see `cpu_env`. The answers are
+those of vLLM's CPU platform, not of a Spark's CUDA platform; the cases compare the plan with
+them like with like, and say where the CPU platform decides a value its own way.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import pytest
 
 from launcher.catalogs import known_versions
 from launcher.core.plan import Plan
+from launcher.core.rules.base import in_range
+from launcher.core.spec.versions import parse
 from launcher.node.scripts.probe import MARKER
 from launcher.node.unit import unit_bytes, unit_sha
 from tests.conformance import cases
@@ -55,8 +61,39 @@ def venv_for(version: str) -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def run_probe(venv: Path, jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run the probe from the unit with a release's own python over a batch of jobs."""
+def cpu_env(version: str) -> dict[str, str]:
+    """The environment a release's parser and config code run under here, a CPU machine.
+
+    - VLLM_TARGET_DEVICE=cpu: the official wheels cannot infer a device without a GPU ("Failed
+      to infer device type"); this selects vLLM's CPU platform (`vllm/platforms/__init__.py`,
+      `resolve_current_platform_cls_qualname`). Its `check_and_update_config` then sets some
+      values its own way, unlike a Spark's CUDA platform: async scheduling always off, no
+      CUDA graph sizes and torch.compile in its own mode, MLA's block size (and prefix
+      caching), the SSM state dtype by the host's AVX-512 BF16 support; and the defaults
+      chosen by device (the batch sizes by device memory and name, the extensible KV cache
+      and with it gpu_memory_utilization on 0.34, breakable CUDA graphs for Qwen3.5) take
+      their non-CUDA branch.
+    - From 0.34, CUDA_VISIBLE_DEVICES="" as well. 0.34's CPU platform refuses every config on
+      an x86 host without Triton ("vLLM on x86 CPUs requires Triton (triton-cpu)",
+      `CpuPlatform.check_and_update_config`), and triton-cpu is not on the package index. The
+      official wheel installs stock triton, which vLLM counts only with exactly one active GPU
+      driver (`vllm/triton_utils/importing.py`), so HAS_TRITON is False here, except that
+      vLLM keeps it True with no active driver when CUDA_VISIBLE_DEVICES is set and empty
+      (its case of a distributed worker whose devices are not visible yet). On 0.34 nothing
+      else at config time reads HAS_TRITON on x86 (`uses_standalone_cpu_model_runner` does on
+      other CPUs only) nor CUDA_VISIBLE_DEVICES (only --device-ids does): the config is the
+      one the CPU platform derives with triton-cpu installed. Not for 0.33: there HAS_TRITON
+      chooses the model runner (`VllmConfig` V2 runner needs Triton), so the variable would
+      change what 0.33 resolves here.
+    """
+    env = {"HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    if in_range(parse(version), ">=0.34"):
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def run_probe(venv: Path, jobs: Iterable[dict[str, Any]], version: str) -> list[dict[str, Any]]:
+    """Run the shipped probe with a release's own python over a batch of jobs."""
     jobs = list(jobs)
     done = subprocess.run(
         [str(venv / "bin" / "python"), str(unit_file()), "probe", "batch"],
@@ -64,7 +101,7 @@ def run_probe(venv: Path, jobs: Iterable[dict[str, Any]]) -> list[dict[str, Any]
         capture_output=True,
         text=True,
         check=False,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"},
+        env={**os.environ, **cpu_env(version)},
         timeout=PROBE_SECONDS,
     )
     results = [
@@ -87,8 +124,20 @@ class Answers:
 def collect(version: str, venv: Path, models: dict[str, Path]) -> Answers:
     """Plan every case, build every command, and ask the release about all of them at once."""
     answers = Answers(version, venv)
+    jobs = jobs_of(answers, models)
+    answers.results = dict(zip(jobs, run_probe(venv, jobs.values(), version), strict=True))
+    return answers
+
+
+def jobs_of(answers: Answers, models: dict[str, Path]) -> dict[tuple[str, ...], dict[str, Any]]:
+    """Every command the release is asked about, by key (its plans kept in `answers`): each node's
+    planned command per case, the command without what the plan pinned for an unset setting, the
+    refusals' checks, and the field report's hand split. `make release` asks two releases the same."""
+    version, venv = answers.version, answers.venv
     jobs: dict[tuple[str, ...], dict[str, Any]] = {}
     for case in cases.PLANS:
+        if not cases.planned_on(case, version):
+            continue
         data = cases.spec_data(case, version, venv, models)
         plan = answers.plans[case.id] = cases.plan_data(data)
         for node in plan.nodes:
@@ -102,17 +151,17 @@ def collect(version: str, venv: Path, models: dict[str, Path]) -> Answers:
         if cases.applies(refusal, version):
             for i, check in enumerate(refusal.checks):
                 jobs[("check", refusal.id, str(i))] = resolve_job(
-                    cases.check_argv(check, version, venv, models), {}
+                    cases.check_argv(check, version, venv, models), check.env
                 )
     head, worker = cases.hand_split(answers.plans["hybrid"], version)
     jobs[("split", "head")], jobs[("split", "worker")] = resolve_job(head, {}), resolve_job(worker, {})
-    answers.results = dict(zip(jobs, run_probe(venv, jobs.values()), strict=True))
-    return answers
+    return jobs
 
 
 def resolve_job(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """A probe job: run create_engine_config() on `vllm serve ARGV` under `env`."""
-    return {"op": "resolve", "argv": list(argv), "env": env}
+    """A probe job: run create_engine_config() on `vllm serve ARGV` under `env`, and bring every
+    field of the config back (what `make release` compares between releases)."""
+    return {"op": "resolve", "argv": list(argv), "env": env, "dump": True}
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,9 @@
 """Tiny local models, one per kind the launcher must get right: config.json and a tokenizer only.
 
+Kinds: hybrid (Qwen3-Next, a mixture of experts with an MTP layer), dense, attention-free,
+MLA (DeepSeek-V2, experts too), a plain mixture of experts (Qwen3-MoE), pooling; and a
+directory without config.json (unreadable).
+
 No weights: the conformance tier runs vLLM's config code (create_engine_config) on them,
 never a forward pass. The hybrid one is the test bed's Qwen3-Next (it also has an MTP layer).
 """
@@ -70,6 +74,23 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "num_experts_per_tok": 2,
         "first_k_dense_replace": 1,
         "topk_method": "greedy",
+        "rope_theta": 10000.0,
+    },
+    "moe": {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 256,
+        "intermediate_size": 512,
+        "moe_intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "decoder_sparse_step": 1,
+        "norm_topk_prob": True,
+        "mlp_only_layers": [],
         "rope_theta": 10000.0,
     },
     "pooling": {

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conformance.conftest import RELEASES, venv_for
+from tests.conformance.conftest import RELEASES, cpu_env, venv_for
 from tests.conftest import base_spec, edit
 from tests.invoke import invoke
 
@@ -39,9 +39,11 @@ def exported(tmp: Path, version: str, model: Path) -> list[dict[str, Any]]:
 
 
 def run_gate(
-    tmp: Path, objects: list[dict[str, Any]], role: str, rank: int, python: Path
+    tmp: Path, objects: list[dict[str, Any]], role: str, rank: int, version: str
 ) -> subprocess.CompletedProcess[str]:
-    """Rank `rank`'s gate as its pod runs it, LWS's values and the pod's IP put in."""
+    """Rank `rank`'s gate as its pod runs it under vLLM `version` (on this machine's CPU platform,
+    as the conformance tier runs every release: `cpu_env`), LWS's values and the pod's IP put in."""
+    python = venv_for(version) / "bin" / "python"
     config_map, lws = objects[0], objects[1]
     plan = tmp / "plan"
     plan.mkdir(exist_ok=True)
@@ -51,7 +53,7 @@ def run_gate(
         (plan / name).write_bytes(base64.b64decode(data))
     gate = lws["spec"]["leaderWorkerTemplate"][role]["spec"]["initContainers"][0]
     given = {"LWS_LEADER_ADDRESS": "127.0.0.1", "LWS_WORKER_INDEX": str(rank)}
-    env = {**os.environ, **given, "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    env = {**os.environ, **given, **cpu_env(version)}
     for item in gate["env"]:
         env[item["name"]] = item.get("value", "127.0.0.1")  # else the pod's IP
     args = [a.replace(PLAN_MOUNT, f"{plan}/") for a in gate["args"]]
@@ -69,9 +71,8 @@ def test_each_rank_s_gate_passes_under_the_planned_release(
     version: str, models: dict[str, Path], tmp_path: Path
 ) -> None:
     objects = exported(tmp_path, version, models["hybrid"])
-    python = venv_for(version) / "bin" / "python"
     for role, rank in (("leaderTemplate", 0), ("workerTemplate", 1)):
-        done = run_gate(tmp_path, objects, role, rank, python)
+        done = run_gate(tmp_path, objects, role, rank, version)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert f"spark-launch gate: vLLM {version}" in done.stdout
 
@@ -81,7 +82,7 @@ def test_a_gate_refuses_another_release(models: dict[str, Path], tmp_path: Path)
         pytest.skip("needs two releases")
     planned, other = RELEASES[-1], RELEASES[0]
     objects = exported(tmp_path, planned, models["hybrid"])
-    done = run_gate(tmp_path, objects, "workerTemplate", 1, venv_for(other) / "bin" / "python")
+    done = run_gate(tmp_path, objects, "workerTemplate", 1, other)
     assert done.returncode == 1
     assert f"(planned {planned})" in done.stderr
     assert "would not start as planned" in done.stderr

@@ -126,7 +126,8 @@ def bed(node_views: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_plan_offline_says_what_it_lacks_and_how_to_settle_it(bed: dict[str, Any]) -> None:
     build, release = bed["offline_before"]
     assert build.returncode == 2
-    assert f"vllm.version: vLLM {DEV} has no flag catalog here (committed: 0.32.0, 0.33.0)" in build.stderr
+    committed = "0.32.0, 0.33.0, 0.34.0"
+    assert f"vllm.version: vLLM {DEV} has no flag catalog here (committed: {committed})" in build.stderr
     assert (
         "`spark-launch plan --from-head SPEC` learns its flags from the head node's own vLLM" in build.stderr
     )

@@ -166,7 +166,9 @@ def test_check_fails_a_node_without_the_image_and_one_holding_another_build(
     assert present.failed and present.values["n1"] == "aaa" and present.values["n3"] == "bbb"
     assert present.values["n2"] == f"NO: Error response from daemon: No such image: {IMAGE}"
     assert "spark-launch sync images" in str(present.hint)
-    assert "image id" not in rows and "probe" not in {r.area for r in rows.values()}  # nothing to compare yet
+    assert "image id" not in rows  # nothing to compare yet
+    probe = rows["vLLM resolves the command"]  # not run, and said so: no row disappears
+    assert probe.failed and probe.values["n2"] == "not run: no vLLM to run here"
 
 
 def test_check_fails_nodes_holding_another_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

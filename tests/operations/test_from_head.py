@@ -256,10 +256,16 @@ def test_a_field_that_differs_by_design_is_not_named() -> None:
     assert not row.ok and "the vLLM version differ" in (row.hint or "")
 
 
-def test_no_hash_row_for_a_release_without_one_and_a_fail_for_a_node_without_it() -> None:
-    assert hash_rows({"n1": {"config_hash": None}, "n2": {}}) == []
+def test_a_node_whose_probe_gives_no_hash_keeps_the_row_failing_with_the_reason() -> None:
+    """No row disappears: a hash that cannot be had on a node is shown, and is no agreement."""
+    why = "this vLLM has neither VllmConfig.compute_hash() nor vllm.config.utils.hash_config()"
+    (row,) = hash_rows({"n1": {"config_hash": None, "config_hash_error": why}, "n2": {}})
+    assert not row.ok and row.failed and row.item == "vllm config hash"
+    assert row.values == {"n1": f"(none: {why})", "n2": "(none: the probe reported none)"}
+    assert "n1, n2 gives no config hash" in (row.hint or "") and why in (row.hint or "")
     (row,) = hash_rows({"n1": {"config_hash": "abc"}, "n2": {"config_hash": None}})
-    assert not row.ok and "the vLLM on n2 reports no config hash" in (row.hint or "")
+    assert not row.ok and "the vLLM on n2 gives no config hash" in (row.hint or "")
+    assert row.values["n1"] == "abc"
 
 
 def test_the_catalog_is_written_by_the_heads_own_vllm_python_or_inside_its_image() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.core.answers.read import MAX_PATH, At, Refused
+from launcher.core.answers.read import MAX_BYTES, MAX_PATH, At, Refused
 from launcher.core.answers.run_answer import failed
 
 MAX_CONFIG = 16 << 20  # as the planning script reads a config.json
@@ -39,6 +39,7 @@ def _model(at: At) -> dict[str, Any]:
         "modules": at.field("modules").flag(),
         "config": at.maybe("config", lambda a: a.content(MAX_CONFIG)),
         "sha256": at.maybe("sha256", At.hexdigest),
+        "weight_bytes": at.maybe("weight_bytes", lambda a: a.integer(0, MAX_BYTES)),
         "error": at.maybe("error", At.text),
     }
 

@@ -8,7 +8,7 @@ the two comparisons (`same`, `each`); a new kind of row goes in the module of it
 from launcher.core.checks.check_report import Report, Row, each, same
 from launcher.core.checks.env_rows import env_rows
 from launcher.core.checks.hosts_rows import host_rows
-from launcher.core.checks.install_rows import catalog_rows, image_release_row, vllm_rows
+from launcher.core.checks.install_rows import catalog_rows, image_release_row, rules_row, vllm_rows
 from launcher.core.checks.memory_rows import memory_rows
 from launcher.core.checks.model_rows import model_rows, planned_model_rows
 from launcher.core.checks.network_rows import network_rows
@@ -30,6 +30,7 @@ __all__ = [
     "planned_model_rows",
     "probe_rows",
     "regression_rows",
+    "rules_row",
     "same",
     "vllm_rows",
 ]

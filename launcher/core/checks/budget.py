@@ -5,10 +5,18 @@ Three kinds of node, told apart by what `nvidia-smi` reports there:
     unified  a GPU that reports no dedicated memory ("[N/A]"): the GB10 of a DGX Spark, whose
              128 GB serve CPU and GPU alike. vLLM claims gpu_memory_utilization x the
              system's memory, and CUDA's start-up check does not count the page cache as
-             free: a cache left by the last load makes the next start fail.
-    gpu      a GPU with its own memory: the claim is a fraction of that memory.
+             free: a cache left by the last load makes the next start fail (0.34's
+             extensible KV cache skips that check and sizes the cache from what is free).
+             With --kv-cache-memory-bytes the claim is the weights, that cache and room for
+             activations; the fraction then only gates the start-up check.
+    gpu      a GPU with its own memory: the claim is a fraction of that memory (or, with
+             --kv-cache-memory-bytes, the weights, that cache and room for activations).
     cpu      no GPU (the CPU build of vLLM): the KV cache is VLLM_CPU_KVCACHE_SPACE GiB (or
              --kv-cache-memory-bytes) beside the weights; without it, a fraction of memory.
+
+The plan pins the fraction (and, where nodes differ, the KV cache in bytes): see
+launcher/core/rules/memory_split.py. Where a plan has no pin, the release's own default applies
+(`default_utilization`: 0.92 up to 0.33; from 0.34 1.0 with the extensible KV cache, else 0.92).
 
 Inside the claim go this node's share of the weights and at least one sequence of
 max_model_len tokens of KV cache (vLLM refuses to start with less); attention layers only
@@ -22,9 +30,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-GiB = 1 << 30
-FLOOR = 4 * GiB  # left for the system, sshd and vLLM's own processes
-DEFAULT_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
+from launcher.core.rules.base import in_range
+from launcher.core.rules.memory_split import ACTIVATIONS, FLOOR, GiB
+from launcher.core.spec.versions import parse
+
 UNIFIED, GPU, CPU = "unified", "gpu", "cpu"
 
 
@@ -60,13 +69,40 @@ def gib(value: float) -> str:
     return f"{value / GiB:.1f}"
 
 
+def default_utilization(version: str, extensible: bool) -> float:
+    """vLLM's own gpu_memory_utilization where none is given, by release.
+
+    0.32, 0.33: 0.92 (vllm/config/cache.py, CacheConfig.gpu_memory_utilization's default).
+    0.34 and later: None, resolved 1.0 with the extensible KV cache and 0.92 without
+    (CacheConfig.resolved_gpu_memory_utilization).
+    """
+    return 1.0 if extensible and in_range(parse(version), ">=0.34") else 0.92
+
+
+def extensible(version: str, serve: Mapping[str, Any], kind: str) -> bool:
+    """Whether 0.34's extensible KV cache is on: the CUDA default, unless the KV cache is sized in
+    bytes or the spec turns it off (vllm/config/vllm.py, VllmConfig._resolve_extensible_kv_cache).
+    With it, vLLM skips its start-up check of free memory (vllm/v1/worker/utils.py, request_memory)."""
+    if kind == CPU or not in_range(parse(version), ">=0.34"):
+        return False
+    return serve.get("kv_cache_memory_bytes") is None and serve.get("enable_extensible_kv_cache") is not False
+
+
 def budget(
-    serve: Mapping[str, Any], env: Mapping[str, str], gpus_here: int, memory: Mapping[str, Any], weights: int
+    serve: Mapping[str, Any],
+    env: Mapping[str, str],
+    gpus_here: int,
+    memory: Mapping[str, Any],
+    weights: int,
+    version: str = "0.33.0",
 ) -> Budget:
-    """One node's budget from the plan's serve options and env, and the node's memory facts."""
+    """One node's budget from the plan's serve options (its pins included) and env, the node's
+    memory facts, and the release (whose default and start-up check apply where nothing is pinned)."""
     info = memory.get("meminfo") or {}
     total, free, available = (int(info.get(k, 0)) for k in ("MemTotal", "MemFree", "MemAvailable"))
-    util = float(serve.get("gpu_memory_utilization", DEFAULT_UTILIZATION))
+    kind = node_kind(memory.get("gpus"))
+    measured = extensible(version, serve, kind)
+    util = float(serve.get("gpu_memory_utilization") or default_utilization(version, measured))
     tp, pp = int(serve.get("tensor_parallel_size", 1)), int(serve.get("pipeline_parallel_size", 1))
     share = weights * gpus_here // max(1, tp * pp)
     per_token = kv_bytes_per_token(memory.get("model_config"), tp, pp, serve)
@@ -74,24 +110,34 @@ def budget(
     kv_rank = per_token * int(length) if per_token and length else None
     kv = kv_rank * gpus_here if kv_rank is not None else None
     cache = max(0, available - free)
-    kind = node_kind(memory.get("gpus"))
+    space = kv_space(serve, env, kind, gpus_here)
     if kind == GPU:
         gpu_total = min(int(g["total"]) for g in memory["gpus"])
         gpu_free = min(int(g["free"] or 0) for g in memory["gpus"])
+        weights_gpu = share // gpus_here
+        if space is not None:
+            claim = weights_gpu + space // gpus_here + ACTIVATIONS
+            source = _space_source(serve, env)
+            how = f"KV cache {gib(space // gpus_here)} GiB ({source}) + weights + activations"
+            return Budget(
+                GPU, gpu_total, claim, how, weights_gpu, kv_rank, gpu_free, None, cache, gpu_free, space
+            )
         claim = int(util * gpu_total)
         how = f"gpu_memory_utilization {util} x {gib(gpu_total)} GiB of GPU memory"
-        return Budget(
-            GPU, gpu_total, claim, how, share // gpus_here, kv_rank, gpu_free, None, cache, gpu_free
-        )
-    space = kv_space(serve, env)
-    if kind == CPU and space is not None:
+        return Budget(GPU, gpu_total, claim, how, weights_gpu, kv_rank, gpu_free, None, cache, gpu_free)
+    if space is not None:
+        extra = ACTIVATIONS * gpus_here if kind == UNIFIED else 0
         how = f"{gib(space)} GiB of KV cache ({_space_source(serve, env)}) + {gib(share)} GiB of weights"
-        return Budget(
-            CPU, total, space + share, how, share, kv, available - FLOOR, None, cache, available, space
-        )
+        how += f" + {gib(extra)} GiB for activations" if extra else ""
+        now = free - FLOOR if kind == UNIFIED else None
+        claim = space + share + extra
+        return Budget(kind, total, claim, how, share, kv, available - FLOOR, now, cache, available, space)
     claim = int(util * total)
-    how = f"gpu_memory_utilization {util} x {gib(total)} GiB"
-    now = free - FLOOR if kind == UNIFIED else None
+    source = "" if serve.get("gpu_memory_utilization") else f" (vLLM {version}'s default)"
+    how = f"gpu_memory_utilization {util}{source} x {gib(total)} GiB"
+    # On unified memory CUDA's start-up check wants the claim free, the page cache not counted;
+    # 0.34's extensible KV cache skips that check (it sizes the cache from what is free).
+    now = free - FLOOR if kind == UNIFIED and not measured else None
     return Budget(kind, total, claim, how, share, kv, available - FLOOR, now, cache, available)
 
 
@@ -102,18 +148,21 @@ def node_kind(gpus: Any) -> str:
     return UNIFIED if any(g.get("total") is None for g in gpus) else GPU
 
 
-def kv_space(serve: Mapping[str, Any], env: Mapping[str, str]) -> int | None:
-    """The CPU build's explicit KV cache size in bytes, if the plan sets one."""
-    if str(env.get("VLLM_CPU_KVCACHE_SPACE", "")).strip().isdigit():
-        return int(env["VLLM_CPU_KVCACHE_SPACE"]) * GiB
+def kv_space(serve: Mapping[str, Any], env: Mapping[str, str], kind: str = CPU, gpus: int = 1) -> int | None:
+    """The KV cache size in bytes on the node, if the plan sets one: kv_cache_memory_bytes (per
+    GPU, as vLLM reads it: the node's GPUs together), or on the CPU build VLLM_CPU_KVCACHE_SPACE."""
     explicit = serve.get("kv_cache_memory_bytes")
-    return int(explicit) if isinstance(explicit, int) else None
+    if isinstance(explicit, int) and not isinstance(explicit, bool):
+        return explicit * max(1, gpus)
+    if kind == CPU and str(env.get("VLLM_CPU_KVCACHE_SPACE", "")).strip().isdigit():
+        return int(env["VLLM_CPU_KVCACHE_SPACE"]) * GiB
+    return None
 
 
 def _space_source(serve: Mapping[str, Any], env: Mapping[str, str]) -> str:
-    if str(env.get("VLLM_CPU_KVCACHE_SPACE", "")).strip().isdigit():
-        return f"VLLM_CPU_KVCACHE_SPACE={env['VLLM_CPU_KVCACHE_SPACE']}"
-    return "kv_cache_memory_bytes"
+    if isinstance(serve.get("kv_cache_memory_bytes"), int):
+        return "kv_cache_memory_bytes"
+    return f"VLLM_CPU_KVCACHE_SPACE={env['VLLM_CPU_KVCACHE_SPACE']}"
 
 
 def kv_bytes_per_token(config: Any, tp: int, pp: int, serve: Mapping[str, Any]) -> int | None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from launcher.core.checks.check_report import Row, each, same
 from launcher.core.spec.sections import Spec
-from launcher.core.vllm.releases import same_release
+from launcher.core.vllm.releases import Release, same_release
 from launcher.core.vllm.sources import Sources
 
 
@@ -141,6 +141,15 @@ def image_release_row(spec: Spec, resolved: Mapping[str, Mapping[str, Any]]) -> 
 def _short(image_id: str | None) -> str:
     """An image id as docker shows it: 12 hex digits."""
     return (image_id or "").removeprefix("sha256:")[:12]
+
+
+def rules_row(head: str, release: Release) -> Row:
+    """Whose derived-settings rules the plan applied, and whether they were reviewed for this
+    build (a supported release as published) or not (a nightly, a vendor's build: warned)."""
+    if release.reviewed:
+        return Row("vllm", "derived-settings rules", {head: f"{release.rules_of}'s, reviewed for it"}, True)
+    value = f"{release.rules_of}'s, not reviewed for {release.version}"
+    return Row("vllm", "derived-settings rules", {head: value}, False, release.why, level="warn")
 
 
 def catalog_rows(head: str, sources: Sources | None) -> list[Row]:

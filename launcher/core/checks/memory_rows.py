@@ -12,25 +12,31 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from launcher.core.checks.budget import CPU, FLOOR, GPU, UNIFIED, Budget, budget, gib
+from launcher.core.checks.budget import CPU, GPU, UNIFIED, Budget, budget, gib
 from launcher.core.checks.check_report import Row
 from launcher.core.plan import Plan
+from launcher.core.rules.memory_split import FLOOR, node_memory
 from launcher.core.spec.sections import Spec
 
 KINDS = {UNIFIED: "unified (GPU = system)", GPU: "GPU memory", CPU: "CPU build"}
 
 
+PINS = ("gpu_memory_utilization", "kv_cache_memory_bytes")
+
+
 def budgets(spec: Spec, plan: Plan, facts: Mapping[str, Mapping[str, Any]]) -> dict[str, Budget]:
-    """Each node's budget from its facts and the plan."""
+    """Each node's budget from its facts and the plan (the memory split it pinned)."""
     gpus = {n.name: n.gpus for n in spec.nodes}
     env = {n.name: n.env for n in plan.nodes}
+    serve = {**spec.serve, **{d.setting: d.value for d in plan.derived if d.setting in PINS}}
     return {
         name: budget(
-            spec.serve,
+            serve,
             env[name],
             gpus[name],
             f.get("memory") or {},
             int(f.get("model", {}).get("weight_bytes") or 0),
+            plan.vllm_version,
         )
         for name, f in facts.items()
     }
@@ -41,6 +47,13 @@ def memory_rows(spec: Spec, plan: Plan, facts: Mapping[str, Mapping[str, Any]]) 
     b = budgets(spec, plan, facts)
     # With this cluster running, its own memory counts as used: report, but do not block.
     level = "warn" if any(f.get("ours_running") for f in facts.values()) else "fail"
+    unknown = [
+        n for n, f in facts.items() if not ((f.get("memory") or {}).get("meminfo") or {}).get("MemTotal")
+    ]
+    if unknown:  # never left out: a claim that cannot be weighed is not known to fit
+        values = {n: "(not reported)" if n in unknown else "reported" for n in facts}
+        hint = f"{', '.join(unknown)} reported no memory (/proc/meminfo): whether the plan fits is unknown"
+        return [Row("memory", "claim fits the memory", values, False, hint, level)]
     rows = [
         Row("memory", "kind", {n: KINDS[x.kind] for n, x in b.items()}, True, level="warn"),
         Row(
@@ -57,7 +70,43 @@ def memory_rows(spec: Spec, plan: Plan, facts: Mapping[str, Mapping[str, Any]]) 
         rows.append(
             _row(b, "claim fits without page cache", _fits_now, _fits_now_text, _cache_in_the_way, level)
         )
-    return rows
+    elif any(x.kind == UNIFIED for x in b.values()):  # said, not left out: this release does not check
+        unchecked = "not checked at start-up: the extensible KV cache sizes itself from what is free"
+        rows.append(Row("memory", "claim fits without page cache", dict.fromkeys(b, unchecked), True))
+    planned = planned_memory_row(spec, plan, b)
+    return rows + ([planned] if planned else [])
+
+
+def planned_memory_row(spec: Spec, plan: Plan, b: Mapping[str, Budget]) -> Row | None:
+    """Each node's memory as the plan divided it (the spec's nodes[].memory_gib, else a Spark's)
+    against the node's own; only where the plan sized the split itself (and the node is no CPU
+    build with its KV cache set apart)."""
+    decided = {d.setting for d in plan.derived if d.setting in PINS and d.source == "launcher"}
+    if not decided:
+        return None
+    nodes = {n.name: n for n in spec.nodes}
+    assumed = {n: node_memory(nodes[n]) for n in b if n in nodes}
+    values, less, more = {}, [], []
+    for name, x in b.items():
+        if x.kind == CPU and x.kv_space is not None:
+            values[name] = "not used (the CPU build's KV cache is set apart)"
+            continue
+        values[name] = f"planned {gib(assumed[name])} GiB, has {gib(x.total)}"
+        if x.total < assumed[name] * 0.98:
+            less.append(name)
+        elif x.total > assumed[name] * 1.05:
+            more.append(name)
+    fix = ", ".join(
+        f"nodes[{list(nodes).index(n)}].memory_gib: {int(b[n].total / (1 << 30) * 10) / 10:g}"
+        for n in less + more
+    )
+    if less:
+        hint = f"the plan divided more memory than {', '.join(less)} has: write {fix}"
+        return Row("memory", "memory as planned", values, False, hint)
+    if more:
+        hint = f"{', '.join(more)} has more memory than the plan divided (it stays unused): write {fix}"
+        return Row("memory", "memory as planned", values, False, hint, "warn")
+    return Row("memory", "memory as planned", values, True)
 
 
 def _row(b: dict[str, Budget], item: str, ok: Any, value: Any, hint: Any, level: str) -> Row:
@@ -89,9 +138,10 @@ def _fits_now_text(x: Budget) -> str:
 def _too_small(node: str, x: Budget) -> str:
     kv = f" + KV cache for one max_model_len sequence {gib(x.kv)}" if x.kv is not None else ""
     if x.kv_space is not None:
+        knob = "kv_cache_memory_bytes" if "kv_cache_memory_bytes" in x.claim_how else "VLLM_CPU_KVCACHE_SPACE"
         return (
             f"{node}: the KV cache space {gib(x.kv_space)} GiB is below one max_model_len sequence "
-            f"({gib(x.kv or 0)} GiB): raise VLLM_CPU_KVCACHE_SPACE or lower max_model_len"
+            f"({gib(x.kv or 0)} GiB): raise {knob} or lower max_model_len"
         )
     low = (x.need / x.total) if x.total else 0.0
     return (
@@ -109,6 +159,8 @@ def _too_big(node: str, x: Budget) -> str:
             f"{_down(x.usable / x.total)} or less, or stop what uses the GPU"
         )
     room = f"{gib(x.available)} GiB available less {gib(FLOOR)} kept for the system"
+    if x.kv_space is not None and "kv_cache_memory_bytes" in x.claim_how:
+        return f"{what} but has {gib(x.usable)} usable ({room}): lower kv_cache_memory_bytes, or free memory"
     if x.kv_space is not None:
         fit = max(0, (x.usable - x.weights) // (1 << 30))
         return (

@@ -9,6 +9,8 @@ from launcher.core.checks.check_report import Row, each
 from launcher.core.plan import Plan
 from launcher.core.spec.sections import Spec
 
+NO_PORTS = "the head's facts did not say whether its ports are free: run check again"
+
 
 def network_rows(
     spec: Spec, plan: Plan, facts: Mapping[str, Mapping[str, Any]], reach: Mapping[str, Any]
@@ -31,7 +33,12 @@ def network_rows(
     ]
     head = plan.nodes[0].name
     running = facts[head].get("ours_running", False)
-    for port, free in net[head].get("ports_free", {}).items():
+    ports = net[head].get("ports_free")
+    if ports is None:  # never left out: a port that cannot be tested is not known to be free
+        rows.append(
+            Row("network", f"ports free on {head}", {head: "(not reported)"}, False, NO_PORTS),
+        )
+    for port, free in (ports or {}).items():
         rows.append(
             Row(
                 "network",
@@ -46,6 +53,8 @@ def network_rows(
         )
     if reach:
         ok = all(v == "yes" for v in reach.values())
+        # This cluster running holds the port: not tested, said, and not blocking.
+        level = "warn" if running and not ok else "fail"
         hint = (
             "open the master port between the nodes (firewall), and check the head's `address` is "
             "reachable on the fabric"
@@ -57,6 +66,7 @@ def network_rows(
                 dict(reach),
                 ok,
                 None if ok else hint,
+                level,
             )
         )
     return rows

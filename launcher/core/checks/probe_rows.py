@@ -8,6 +8,8 @@ from typing import Any
 
 from launcher.core.checks.check_report import Row, same
 from launcher.core.plan import Plan
+from launcher.core.rules.base import in_range
+from launcher.core.spec.versions import parse
 from launcher.core.vllm.catalog import Catalog
 
 # Settings the probe brings back that must agree on every node, and the flag pinning each.
@@ -40,7 +42,14 @@ AGREE = {
     "is_attention_free": "model.path",
     "use_mla": "model.path",
     "runner_type": "--runner",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
+    "enable_extensible_kv_cache": "--enable-extensible-kv-cache",
+    "use_breakable_cudagraph": "VLLM_USE_BREAKABLE_CUDAGRAPH",
 }
+# Settings that a release before this one does not have (no field to read): their row is left
+# out for such a release, and a node of a later one that cannot report them fails the row.
+SINCE = {"enable_extensible_kv_cache": "0.34", "use_breakable_cudagraph": "0.34"}
 
 
 def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
@@ -59,6 +68,8 @@ def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str,
             )
         ]
     for key, flag in AGREE.items():
+        if not has_setting(plan.vllm_version, key):
+            continue
         values = {n: r.get(key) for n, r in resolved.items()}
         lacking = sorted(n for n, r in resolved.items() if key not in r or _lacks(r, key))
         if lacking:
@@ -77,6 +88,16 @@ def probe_rows(plan: Plan, catalog: Catalog, resolved: Mapping[str, Mapping[str,
     return rows + hash_rows(resolved)
 
 
+def has_setting(version: str, key: str) -> bool:
+    """True when vLLM `version` has the setting `key` (every release has it but those in SINCE)."""
+    return key not in SINCE or in_range(parse(version), f">={SINCE[key]}")
+
+
+def expected_missing(version: str) -> list[str]:
+    """The settings a node of vLLM `version` rightly reports as missing (its release lacks them)."""
+    return [k for k in SINCE if not has_setting(version, k)]
+
+
 def planned_values(plan: Plan) -> dict[str, Any]:
     """What the plan holds each node's vLLM to, by the probe's key: every setting it decides for
     certain (a conditional one, like 'align if hybrid', cannot be held to)."""
@@ -89,18 +110,23 @@ SHOWN_FIELDS = 8
 
 
 def hash_rows(resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
-    """vLLM's own hash of each node's resolved config (VllmConfig.compute_hash(): model, cache,
-    parallel, scheduler, device, load, attention, compilation ... configs) in one row; where
-    the hashes differ, the fields that do. None for a release without it."""
+    """vLLM's own hash of each node's resolved config (model, cache, parallel, scheduler, device,
+    load, attention, compilation ... configs) in one row, always there: where the hashes differ,
+    the fields that do; where a node's vLLM cannot give one, why, and the row fails (a hash that
+    cannot be compared is no agreement)."""
     hashes = {n: r.get("config_hash") for n, r in resolved.items()}
-    if all(h is None for h in hashes.values()):
-        return []
+    if None in hashes.values():
+        lacking = {n: _no_hash(r) for n, r in resolved.items() if r.get("config_hash") is None}
+        shown = {n: h if h is not None else f"(none: {lacking[n]})" for n, h in hashes.items()}
+        named = ", ".join(sorted(lacking))
+        why = "; ".join(f"{n}: {w}" for n, w in lacking.items())
+        hint = (
+            f"the vLLM on {named} gives no config hash ({why}): whether the nodes resolve the same "
+            "config is unknown; run the same vLLM build on every node (one the probe knows)"
+        )
+        return [Row("probe", HASH_ITEM, shown, False, hint)]
     if len(set(hashes.values())) == 1:
         return [Row("probe", HASH_ITEM, hashes, True)]
-    if None in hashes.values():
-        lacking = ", ".join(sorted(n for n, h in hashes.items() if h is None))
-        hint = f"the vLLM on {lacking} reports no config hash: the nodes run different vLLM builds"
-        return [Row("probe", HASH_ITEM, {n: h or "(none)" for n, h in hashes.items()}, False, hint)]
     fields = differing_fields({n: r.get("config_hash_parts") or {} for n, r in resolved.items()})
     named = ", ".join(fields[:SHOWN_FIELDS]) + (
         f" and {len(fields) - SHOWN_FIELDS} more" if len(fields) > SHOWN_FIELDS else ""
@@ -110,6 +136,11 @@ def hash_rows(resolved: Mapping[str, Mapping[str, Any]]) -> list[Row]:
         "VLLM_* variables, vLLM build and model files on every node make them agree"
     )
     return [Row("probe", HASH_ITEM, hashes, False, hint)]
+
+
+def _no_hash(resolved: Mapping[str, Any]) -> str:
+    """Why a node's probe brought no hash back (the probe says; an older probe says nothing)."""
+    return str(resolved.get("config_hash_error") or "the probe reported none")
 
 
 def differing_fields(parts: Mapping[str, Mapping[str, Any]]) -> list[str]:

@@ -7,7 +7,7 @@ user and the vLLM source it mirrors. The table of rules is `table.RULES`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,15 @@ class Resolved(dict[str, Any]):
         raise Unresolved(key)
 
 
+@dataclass(frozen=True, slots=True)
+class Sharing:
+    """What planning one deployment knows beside its spec: the deployments on each node (their
+    memory is shared), and the size of the model's weights."""
+
+    deployments: Mapping[str, int] = field(default_factory=dict)  # node -> deployments on it
+    weight_bytes: int | None = None  # the model's weights on disk; None when not known
+
+
 @dataclass
 class Inputs:
     """What rules decide from: the spec, the catalog, the model, earlier decisions."""
@@ -48,6 +57,7 @@ class Inputs:
     version: Version
     resolved: dict[str, Any] = field(default_factory=Resolved)
     refused: frozenset[str] = frozenset()  # serve keys whose value its option's type refused
+    sharing: Sharing = field(default_factory=Sharing)
 
     def decided(self, key: str) -> Any:
         """The value an earlier rule decided for `key`; Unresolved when it was refused."""

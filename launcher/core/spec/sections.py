@@ -47,6 +47,12 @@ class Node:
     interface: str = doc("fabric interface: NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME")
     hca: tuple[str, ...] = doc("RoCE devices of that port: NCCL_IB_HCA", default=())
     gpus: int = doc("GPUs on this node (a DGX Spark has one)", default=1)
+    memory_gib: float | None = doc(
+        "the memory vLLM's share is taken of, in GiB, as `check` shows it: the system's MemTotal on "
+        "unified memory (a DGX Spark: the GPU has none of its own), else one GPU's memory. The "
+        "plan divides it among the deployments on the node; unset: a 128 GB DGX Spark's 121.7",
+        default=None,
+    )
     env: dict[str, EnvValue] = doc(
         "per-node environment that is not an engine input (no VLLM_* here)", default_factory=dict
     )

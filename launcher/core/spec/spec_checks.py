@@ -30,6 +30,7 @@ SSH_TARGET = re.compile(r"(?:[A-Za-z0-9_][A-Za-z0-9._+-]*@)?[A-Za-z0-9_][A-Za-z0
 SSH_TARGET_HINT = "use an ssh_config alias or user@host[:port] (no spaces, no leading '-', port 1-65535)"
 IMAGE = r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}\Z"  # compiled when first used: a container spec
 MAX_GPUS = 64
+MAX_MEMORY_GIB = 1 << 20
 ENV_NAME_HINT = "letters, digits and '_', not starting with a digit"
 NO_NODES = Problem(("nodes",), "needs at least one node", "list the machines; the first is rank 0")
 
@@ -232,6 +233,14 @@ def _check_node(i: int, node: Node) -> list[Problem]:
         problems.append(
             Problem(
                 (*where, "gpus"), f"must be between 1 and {MAX_GPUS}, got {node.gpus}", "a DGX Spark has 1"
+            )
+        )
+    if node.memory_gib is not None and not 1 <= node.memory_gib <= MAX_MEMORY_GIB:
+        problems.append(
+            Problem(
+                (*where, "memory_gib"),
+                f"must be between 1 and {MAX_MEMORY_GIB} GiB, got {node.memory_gib:g}",
+                "a 128 GB DGX Spark has 121.7, a 64 GB one about 60",
             )
         )
     for name in node.env:

@@ -16,6 +16,7 @@ from hashlib import sha256
 from typing import Any
 
 from launcher.core.spec.sections import Spec
+from launcher.core.vllm.models import WEIGHT_SUFFIXES
 
 CONFIG = "config.json"
 REFUSED_HINT = (
@@ -23,7 +24,6 @@ REFUSED_HINT = (
     "nor copied: put the file itself there (cp --remove-destination TARGET LINK), or remove it"
 )
 TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tekken.json", "spiece.model")
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,8 @@ from launcher.errors import Problem
 # ModelConfig.is_hybrid: a hybrid architecture whose layer_types are all attention has no
 # mamba layer (granite-4.0-micro), and vLLM builds it as a plain decoder.
 ATTENTION_LAYERS = ("attention", "full_attention")
+# The files a model's weights are kept in (the plan sizes them; `check` wants one of them).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 # Where config.json keeps the number of MTP layers (SpeculativeConfig.hf_config_override).
 MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 
@@ -69,6 +71,7 @@ class ModelFiles:
     node: str | None = None  # the node they were read on; None: where spark-launch runs
     sha256: str | None = None  # of config.json's bytes, for the nodes' manifests to confirm
     cached_at: float | None = None  # when read from the node, for a copy kept on this machine
+    weight_bytes: int | None = None  # the weight files' size; None when there are none to see
 
     @property
     def source(self) -> str:

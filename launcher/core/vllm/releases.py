@@ -8,6 +8,11 @@ newest supported release at or before it. Flags come from that release's committ
 only when the version IS that release (a local label aside); any other build's flags are
 learned from its own vLLM. A version older than the oldest supported release is refused:
 what vLLM derives there is not known.
+
+The supported releases were reviewed against their own code (from 0.34 by the release
+machine, `make release`: launcher/catalogs/review-X.json); any other build was not, and
+`plan` and `check` say so: its derivations may differ from the rules' release, and only
+`check`, asking each node's own vLLM, shows what it derives.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ class Release:
     catalog: str | None
     why: str | None  # None for a supported release as published: nothing to explain
 
+    @property
+    def reviewed(self) -> bool:
+        """True for a supported release as published: its derivations were reviewed against its code."""
+        return self.why is None
+
 
 def release_for(text: str, known: Sequence[str]) -> Release:
     """The rules and catalog for vLLM `text`; ValueError when it is no version, UnknownRules when
@@ -52,14 +62,24 @@ def release_for(text: str, known: Sequence[str]) -> Release:
     if public(version) == parse(rules_of):
         if not version.local:
             return Release(version, rules_of, rules_of, None)
-        why = f"vLLM {text} is release {rules_of} built with the local label +{version.local}: its rules"
-        why += " and flags"
+        why = (
+            f"vLLM {text} is release {rules_of} built with the local label +{version.local}: its rules "
+            f"and flags are {rules_of}'s, reviewed for that release as published, not for this build "
+            f"(a vendor's changes, if any: {NOT_REVIEWED})"
+        )
         return Release(version, rules_of, rules_of, why)
     why = (
         f"vLLM {text} is {describe(version, rules_of, ordered[-1])}: the rules of {rules_of} apply "
-        "(the derived settings' version ranges, by version order); its flags are its own vLLM's"
+        "(the derived settings' version ranges, by version order); its flags are its own vLLM's. "
+        f"Its derivations were not reviewed for this build: {NOT_REVIEWED}"
     )
     return Release(version, rules_of, None, why)
+
+
+NOT_REVIEWED = (
+    "what it derives may differ from those rules, and only `check`, asking each node's own vLLM, shows it "
+    "(`make release` reviews a release)"
+)
 
 
 def describe(version: Version, rules_of: str, newest: str) -> str:

@@ -43,7 +43,28 @@ def model_files(path: str) -> dict[str, Any]:
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         return {**out, "error": f"cannot read {config}: {exc}"}
-    return {**out, "config": text, "sha256": hashlib.sha256(data).hexdigest()}
+    return {
+        **out,
+        "config": text,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "weight_bytes": weight_bytes(path),
+    }
+
+
+WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")  # as the launcher counts them
+
+
+def weight_bytes(path: str) -> int:
+    """The size of the weight files at the top of the model directory (0: none there)."""
+    total = 0
+    try:
+        for name in os.listdir(path):
+            full = os.path.join(path, name)
+            if name.endswith(WEIGHTS) and os.path.isfile(full):
+                total += os.path.getsize(full)
+    except OSError:  # unreadable: the plan then says it cannot size the KV cache
+        return 0
+    return total
 
 
 def venv_build(venv: str) -> dict[str, Any]:

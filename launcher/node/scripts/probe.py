@@ -8,11 +8,11 @@ at all. With --environ, stdin's first line is the environment to run with (JSON)
     python UNIT probe parse   ARGV...   # parse as `vllm serve ARGV...` would
     python UNIT probe resolve ARGV...   # and run vLLM's create_engine_config() on it
     python UNIT probe [--environ] [--cache DIR [--fresh] --tag TAG] resolve ARGV...  # cached
-    python UNIT probe batch < JOBS      # JSON lines {"op", "argv", "env"}: one import for all
+    python UNIT probe batch < JOBS      # JSON lines {"op", "argv", "env"[, "dump"]}: one import for all
 
 It prints one line `SPARK_LAUNCH_PROBE <json>` per job (vLLM logs to stdout as well). `resolve`
 reads only the model's config.json: no weights are loaded and no device memory is used.
-It copes with the module moves between the supported releases (0.32, 0.33).
+It copes with the module moves between the supported releases (0.32 to 0.34).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ AS_TEXT = {
 }
 
 
-def resolve(args: argparse.Namespace) -> dict[str, Any]:
+def resolve(args: argparse.Namespace, dump: bool = False) -> dict[str, Any]:
     """The config values every node must agree on, as this node's vLLM derives them.
 
     `missing` names the values this vLLM has no field for: the launcher treats them as
@@ -116,6 +116,9 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         "cache_dtype": (cache, "cache_dtype"),
         "mamba_cache_dtype": (cache, "mamba_cache_dtype"),
         "mamba_ssm_cache_dtype": (cache, "mamba_ssm_cache_dtype"),
+        "gpu_memory_utilization": (cache, "gpu_memory_utilization"),
+        "kv_cache_memory_bytes": (cache, "kv_cache_memory_bytes"),
+        "enable_extensible_kv_cache": (cache, "enable_extensible_kv_cache"),  # 0.34 and later
         "enable_chunked_prefill": (sched, "enable_chunked_prefill"),
         "max_num_seqs": (sched, "max_num_seqs"),
         "max_num_batched_tokens": (sched, "max_num_batched_tokens"),
@@ -129,6 +132,7 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
         "enforce_eager": (model, "enforce_eager"),
         "compilation_mode": (comp, "mode", "level"),  # `level` before the rename
         "cudagraph_mode": (comp, "cudagraph_mode"),
+        "use_breakable_cudagraph": (comp, "use_breakable_cudagraph"),  # 0.34 and later
         "tensor_parallel_size": (par, "tensor_parallel_size"),
         "pipeline_parallel_size": (par, "pipeline_parallel_size"),
         "data_parallel_size": (par, "data_parallel_size"),
@@ -150,6 +154,8 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
     spec = config.speculative_config
     values["num_speculative_tokens"] = spec.num_speculative_tokens if spec else 0
     values.update(config_hash(config))
+    if dump:
+        values["config_dump"] = config_dump(config)
     return values
 
 
@@ -167,28 +173,86 @@ PER_NODE = {
 
 
 def config_hash(config: Any) -> dict[str, Any]:
-    """vLLM's own hash of the resolved config (VllmConfig.compute_hash(); None where the release
-    has none), and for each part of the config (cache_config, ...) its own hash and a digest of
-    each field's value: when the nodes' hashes differ, the launcher names the fields that do."""
-    if not hasattr(config, "compute_hash"):
-        return {"config_hash": None}
+    """vLLM's own hash of the resolved config, and for each part of the config (cache_config, ...)
+    its own hash and a digest of each field's value: when the nodes' hashes differ, the launcher
+    names the fields that do. Where it cannot be had, `config_hash` is None and
+    `config_hash_error` says why (the launcher then shows the row failing, with that reason)."""
     try:
-        total = config.compute_hash()
+        total, how = vllm_hash(config)
     except Exception as exc:  # a release whose hash needs more than the config
         return {"config_hash": None, "config_hash_error": f"{type(exc).__name__}: {exc}"}
+    if total is None:
+        return {"config_hash": None, "config_hash_error": how}
     parts: dict[str, Any] = {}
     for field in dataclasses.fields(config):
         part: Any = getattr(config, field.name, None)
-        compute = getattr(part, "compute_hash", None)
-        if compute is None or not dataclasses.is_dataclass(part):
+        if not dataclasses.is_dataclass(part) or not has_hash(part):
             continue
         try:
-            own: str | None = compute()
+            own: str | None = vllm_hash(part)[0]
         except Exception:
             own = None
         values = {f.name: _digest(part, f.name) for f in dataclasses.fields(part)}
         parts[field.name] = {"hash": own, "fields": {k: v for k, v in values.items() if k not in PER_NODE}}
-    return {"config_hash": total, "config_hash_parts": parts}
+    return {"config_hash": total, "config_hash_api": how, "config_hash_parts": parts}
+
+
+# vLLM's hash moved between releases; these two functions are the only ones that know where.
+#   <= 0.33: VllmConfig.compute_hash() and each part's compute_hash() (10 hex digits)
+#   >= 0.34: vllm.config.utils.hash_config(obj) over obj.compile_factors() (sha256, 64 hex digits)
+
+
+def has_hash(obj: Any) -> bool:
+    """True when this release can hash `obj` (a config or one of its parts) by its own API."""
+    return hasattr(obj, "compute_hash") or (hasattr(obj, "compile_factors") and _hash_config() is not None)
+
+
+def vllm_hash(obj: Any) -> tuple[str | None, str]:
+    """vLLM's own hash of `obj` and the API that made it; (None, why) when this vLLM has none."""
+    if hasattr(obj, "compute_hash"):
+        return obj.compute_hash(), "compute_hash"
+    hash_config = _hash_config()
+    if hash_config is not None and hasattr(obj, "compile_factors"):
+        return hash_config(obj), "vllm.config.utils.hash_config"
+    return None, (
+        "this vLLM has neither VllmConfig.compute_hash() nor vllm.config.utils.hash_config() with "
+        "compile_factors(): the probe does not know its config hash"
+    )
+
+
+def _hash_config() -> Any:
+    """vllm.config.utils.hash_config (0.34 and later), or None."""
+    try:
+        from vllm.config.utils import hash_config
+    except ImportError:
+        return None
+    return hash_config
+
+
+# `make release` compares every field of two releases' configs (a job with "dump": true).
+DUMP_CHARS = 300
+
+
+def config_dump(config: Any) -> dict[str, str]:
+    """Every field of every part of the resolved config (`part.field`), as Python shows it (object
+    addresses left out, long values cut): what changed between two releases, field by field."""
+    out: dict[str, str] = {}
+    for field in dataclasses.fields(config):
+        part: Any = getattr(config, field.name, None)
+        if dataclasses.is_dataclass(part):
+            for inner in dataclasses.fields(part):
+                out[f"{field.name}.{inner.name}"] = _shown(part, inner.name)
+        else:
+            out[field.name] = _shown(config, field.name)
+    return out
+
+
+def _shown(part: Any, name: str) -> str:
+    try:
+        text = re.sub(r" at 0x[0-9a-fA-F]+", "", repr(getattr(part, name)))
+    except Exception as exc:  # a field that cannot be read or shown
+        text = f"unreadable: {type(exc).__name__}"
+    return text if len(text) <= DUMP_CHARS else text[:DUMP_CHARS] + f"... ({len(text)} chars)"
 
 
 def _digest(part: Any, name: str) -> str:
@@ -200,8 +264,9 @@ def _digest(part: Any, name: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Parse (and for `resolve`, derive the config of) one command line under `env`."""
+def run_job(op: str, serve_argv: list[str], env: dict[str, str], dump: bool = False) -> dict[str, Any]:
+    """Parse (and for `resolve`, derive the config of) one command line under `env`; with `dump`,
+    every field of the resolved config too (see config_dump)."""
     result: dict[str, Any] = {"vllm_version": vllm_version()}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
@@ -209,7 +274,7 @@ def run_job(op: str, serve_argv: list[str], env: dict[str, str]) -> dict[str, An
         args = parse_serve_argv(serve_argv)
         result["args"] = {k: v for k, v in vars(args).items() if not callable(v)}
         if op == "resolve":
-            result["resolved"] = resolve(args)
+            result["resolved"] = resolve(args, dump)
         result["ok"] = True
     except SystemExit as exc:  # argparse rejects the command line
         result.update(ok=False, error=f"the vLLM parser rejected the command (exit {exc.code})")
@@ -279,7 +344,7 @@ def main(argv: list[str]) -> int:
         if "cache" in options and job["op"] == "resolve":
             result = cached_job(job, options["cache"], options.get("tag", ""), "fresh" in options)
         else:
-            result = run_job(job["op"], job["argv"], job.get("env", {}))
+            result = run_job(job["op"], job["argv"], job.get("env", {}), bool(job.get("dump")))
         ok = ok and result["ok"]
         print(MARKER + json.dumps(result, default=str), flush=True)
     return 0 if ok else 1

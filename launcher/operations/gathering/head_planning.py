@@ -129,7 +129,14 @@ def _head_files(spec: Spec, found: dict[str, Any]) -> ModelFiles:
         config: Any = json.loads(found["config"])
     except (ValueError, RecursionError):
         config = None  # the plan says it is not a JSON object
-    files = ModelFiles(spec.model.path, config, bool(found.get("modules")), head, found.get("sha256"))
+    files = ModelFiles(
+        spec.model.path,
+        config,
+        bool(found.get("modules")),
+        head,
+        found.get("sha256"),
+        weight_bytes=found.get("weight_bytes") or None,
+    )
     if isinstance(config, dict):
         save_model_files(spec.head.ssh, files)
     return files

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -168,7 +169,13 @@ def probe_answer(plan: Plan) -> dict[str, Any]:
     """What a node's probe reports for `plan` when its vLLM derives exactly the plan."""
     planned = {d.setting: d.value for d in plan.derived}
     answer: dict[str, Any] = {key: planned.get(key, f"same-{key}") for key in AGREE}
-    return {**answer, "mamba_cache_mode": "align", "num_speculative_tokens": 0, "missing": []}
+    return {
+        **answer,
+        "mamba_cache_mode": "align",
+        "num_speculative_tokens": 0,
+        "missing": [],
+        "config_hash": "h",
+    }
 
 
 def test_probe_differences_name_the_setting_and_the_pinning_flag() -> None:
@@ -195,3 +202,30 @@ def test_a_field_the_probe_cannot_read_fails_even_when_every_node_lacks_it() -> 
     assert [r.item for r in rows] == ["block_size"]
     assert rows[0].values == {"n1": "(not reported)", "n2": "(not reported)"}
     assert "out of step" in (rows[0].hint or "")
+
+
+def test_a_node_whose_probe_gives_no_hash_fails_the_hash_row_with_the_reason() -> None:
+    """The row is never left out: each node's vLLM that cannot hash its config says why."""
+    _, plan = plan_and_spec()
+    same = probe_answer(plan)
+    unhashed = {**same, "config_hash": None, "config_hash_error": "RuntimeError: no device"}
+    rows = {r.item: r for r in probe_rows(plan, load_catalog("0.32.0"), {"n1": same, "n2": unhashed})}
+    row = rows["vllm config hash"]
+    assert row.failed and row.values == {"n1": "h", "n2": "(none: RuntimeError: no device)"}
+    assert "the vLLM on n2 gives no config hash (n2: RuntimeError: no device)" in (row.hint or "")
+    assert [r.item for r in rows.values() if r.failed] == ["vllm config hash"]
+
+
+def test_a_setting_new_in_a_release_is_compared_from_it_on() -> None:
+    """0.34's extensible KV cache: no row for an older release, and a node of 0.34 that cannot
+    report it fails the row."""
+    _, plan = plan_and_spec()
+    same = probe_answer(plan)
+    older = {**same, "missing": ["enable_extensible_kv_cache", "use_breakable_cudagraph"]}
+    rows = probe_rows(plan, load_catalog("0.32.0"), {"n1": older, "n2": older})
+    assert "enable_extensible_kv_cache" not in {r.item for r in rows}
+    newer = replace(plan, vllm_version="0.34.0")
+    rows = probe_rows(newer, load_catalog("0.34.0"), {"n1": same, "n2": older})
+    bad = {r.item: r for r in rows if r.failed}
+    assert set(bad) == {"enable_extensible_kv_cache", "use_breakable_cudagraph"}
+    assert bad["enable_extensible_kv_cache"].values["n2"] == "(not reported)"

@@ -51,10 +51,18 @@ CASES: list[tuple[dict[str, Any], str, str]] = [
         "serve.tensor_parallel_size",
         "different GPU counts",
     ),
-    ({"vllm.version": "0.99.0"}, "vllm.version", "has no flag catalog here (committed: 0.32.0, 0.33.0)"),
+    (
+        {"vllm.version": "0.99.0"},
+        "vllm.version",
+        "has no flag catalog here (committed: 0.32.0, 0.33.0, 0.34.0)",
+    ),
     ({"vllm.version": "0.31.2"}, "vllm.version", "older than 0.32.0, the oldest release whose derived"),
     ({"vllm.version": "latest"}, "vllm.version", "not a version number"),
-    ({"vllm.flags_from": "0.99.0"}, "vllm.flags_from", "not a supported release; known: 0.32.0, 0.33.0"),
+    (
+        {"vllm.flags_from": "0.99.0"},
+        "vllm.flags_from",
+        "not a supported release; known: 0.32.0, 0.33.0, 0.34.0",
+    ),
     ({"vllm.runtime": "docker"}, "vllm.image", "required with runtime docker"),
     ({"vllm.runtime": "podman"}, "vllm.runtime", "must be one of venv, docker"),
     ({"model.path": "models/m"}, "model.path", "absolute path"),
@@ -103,6 +111,47 @@ def test_bad_spec_names_the_key_and_why(
     assert matching, caught.value.render()
     assert any(words in p.message for p in matching), caught.value.render()
     assert f"{spec_file}:" in caught.value.render()
+
+
+def test_what_vllm_034_removed_is_refused_for_a_034_spec_with_its_line(tmp_path: Path) -> None:
+    """The V1 model runner's switch and two speculative-config keys: 0.34 refuses them at start-up."""
+    text = """\
+name: t
+vllm: {version: "0.34.0", venv: /opt/vllm}
+nodes:
+  - {name: a, ssh: a, address: 10.0.0.1, interface: eth0}
+  - {name: b, ssh: b, address: 10.0.0.2, interface: eth0}
+model: {path: /m, kind: hybrid}
+serve:
+  tensor_parallel_size: 2
+  enable_prefix_caching: true
+  enable_chunked_prefill: true
+  speculative_config: {method: mtp, num_speculative_tokens: 2, use_heterogeneous_vocab: true}
+env:
+  VLLM_USE_V2_MODEL_RUNNER: "0"
+"""
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(SpecError) as caught:
+        plan_file(tmp_path / "s.yaml")
+    rendered = caught.value.render()
+    where = tmp_path / "s.yaml"
+    assert (
+        f"{where}:13: env.VLLM_USE_V2_MODEL_RUNNER: vLLM 0.34.0 refuses VLLM_USE_V2_MODEL_RUNNER=0"
+        in rendered
+    )
+    assert (
+        "Model Runner V1 has been removed" in rendered
+        and "remove VLLM_USE_V2_MODEL_RUNNER from env" in rendered
+    )
+    assert f"{where}:11: serve.speculative_config.use_heterogeneous_vocab: is no longer a key" in rendered
+    # The same spec on 0.33 plans: both are 0.33's own inputs.
+    (tmp_path / "s.yaml").write_text(text.replace("0.34.0", "0.33.0"))
+    plan_file(tmp_path / "s.yaml")
+    # VLLM_USE_V2_MODEL_RUNNER=1 only makes 0.34 warn: it passes.
+    (tmp_path / "s.yaml").write_text(
+        text.replace('"0"', '"1"').replace(", use_heterogeneous_vocab: true", "")
+    )
+    plan_file(tmp_path / "s.yaml")
 
 
 def test_every_problem_is_reported_at_once_with_its_line(tmp_path: Path) -> None:

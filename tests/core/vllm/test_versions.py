@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.catalogs import known_versions, load_catalog
+from launcher.core.checks.install_rows import rules_row
 from launcher.core.rules.base import in_range
 from launcher.core.spec.versions import parse
 from launcher.core.vllm.models import ModelFiles
@@ -59,8 +60,10 @@ MAPPING = {
     "0.33.0.dev12+gabcdef0": ("0.32.0", None, "a development build toward 0.33.0, after release 0.32.0"),
     "0.33.0rc1": ("0.32.0", None, "a pre-release of 0.33.0, after release 0.32.0"),
     "0.32.0.post1": ("0.32.0", None, "a post-release of 0.32.0: the rules of 0.32.0 apply"),
-    "0.34.0": ("0.33.0", None, "release 0.34.0, after release 0.33.0, the newest spark-launch was tested"),
-    "0.34.0rc2": ("0.33.0", None, "a pre-release of 0.34.0, after release 0.33.0, the newest"),
+    "0.34.0": ("0.34.0", "0.34.0", None),
+    "0.34.0+cu130": ("0.34.0", "0.34.0", "local label +cu130"),
+    "0.34.0rc2": ("0.33.0", None, "a pre-release of 0.34.0, after release 0.33.0"),
+    "0.35.0": ("0.34.0", None, "release 0.35.0, after release 0.34.0, the newest spark-launch was tested"),
 }
 
 
@@ -130,3 +133,17 @@ def test_a_dev_build_plans_with_the_rules_of_the_release_before_it_and_says_why(
     older = spec_of(edit(base_spec("0.33.0rc1"), **{"model.kind": "hybrid"}))
     plan = plan_with(older, ModelFiles(older.model.path, None), load_catalog("0.32.0"), release_of(older))
     assert "--mamba-cache-mode=align" in plan.nodes[0].argv  # 0.32's rows: the flag is live
+
+
+def test_a_build_newer_than_every_release_is_said_not_reviewed_in_plan_and_check() -> None:
+    nightly = release_for("0.35.0.dev3+gabcdef0", known_versions())
+    assert nightly.rules_of == "0.34.0" and not nightly.reviewed
+    assert "the rules of 0.34.0 apply" in str(nightly.why)
+    assert "Its derivations were not reviewed for this build" in str(nightly.why)
+    row = rules_row("n1", nightly)
+    assert not row.ok and not row.failed and row.level == "warn"  # said, not blocking
+    assert row.values == {"n1": "0.34.0's, not reviewed for 0.35.0.dev3+gabcdef0"}
+    vendor = release_for("0.34.0+nv26.11", known_versions())
+    assert "not for this build" in str(vendor.why) and not rules_row("n1", vendor).ok
+    published = rules_row("n1", release_for("0.34.0", known_versions()))
+    assert published.ok and published.values == {"n1": "0.34.0's, reviewed for it"}
