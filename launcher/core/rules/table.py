@@ -69,7 +69,7 @@ RULES: tuple[Rule, ...] = (
         topology.listen,
         "where the head's API listens (api.listen): loopback behind an endpoint on the same node, "
         "else the node's address; vLLM's own default listens on every interface",
-        "vllm/entrypoints/openai/cli_args.py (host: None binds every interface)",
+        "vllm/entrypoints/common/cli_args.py (FrontendArgs.host: None binds every interface)",
         owns=("host",),
         source="launcher",
     ),
