@@ -7,18 +7,18 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from launcher.core.answers.run_answer import NodeState
 from launcher.core.checks import Report
 from launcher.core.reports import check_summary
-from launcher.core.serving.state import ClusterStatus
 from launcher.errors import SparkLaunchError
+from launcher.node.cluster import Cluster
 from launcher.operations.drift import refuse_drift
 from launcher.operations.fleet import Board, Deployments, Prefixed, each
 from launcher.operations.gate import NodesDisagree, merge_reports, run_check, with_endpoint
 from launcher.operations.reporter import Reporter
-from launcher.operations.running.cluster_status import status
 from launcher.operations.running.endpoint import start_endpoint, stop_endpoint
 from launcher.operations.running.page_cache import drop_caches
-from launcher.operations.running.starting import Interrupted, UpOptions, UpResult, up
+from launcher.operations.running.starting import Interrupted, States, UpOptions, UpResult, up
 from launcher.operations.running.stopping import stop_reachable
 
 __all__ = ["FleetUp", "up_fleet"]
@@ -37,7 +37,8 @@ def up_fleet(
     deployments: Deployments, secret_values: dict[str, str], options: UpOptions, reporter: Reporter
 ) -> FleetUp:
     """Check every deployment to start (their memory together), start them at once, then the endpoint."""
-    starting = _not_running(deployments)
+    seen = _seen(deployments) if _looks_first(deployments, options) else {}
+    starting = [n for n, states in seen.items() if not _runs(deployments.clusters[n], states)]
     if options.drop_caches:
         for name in starting:
             drop_caches(
@@ -45,7 +46,7 @@ def up_fleet(
             )
     reports = _check_together(deployments, starting, options, reporter) if options.check and starting else {}
     try:
-        return _start_all(deployments, secret_values, options, reporter, reports)
+        return _start_all(deployments, secret_values, options, reporter, reports, seen)
     except KeyboardInterrupt:
         reporter.info("interrupted: stopping what was started")
         for name in starting:
@@ -61,6 +62,7 @@ def _start_all(
     options: UpOptions,
     reporter: Reporter,
     reports: dict[str, Report],
+    seen: dict[str, States | SparkLaunchError],
 ) -> FleetUp:
     board = Board(reporter)
     say = board.reporter if deployments.fleet.multi else (lambda _: reporter)  # one: as it always said
@@ -70,7 +72,7 @@ def _start_all(
         endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
         outcomes = each(
             deployments.clusters,
-            lambda n, c: up(c, secret_values, checked_options, say(n), checked=reports.get(n)),
+            lambda n, c: up(c, secret_values, checked_options, say(n), reports.get(n), _states(seen.get(n))),
         )
         url = endpoint.result()
     failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
@@ -89,10 +91,30 @@ def _endpoint(deployments: Deployments, secret_values: dict[str, str], reporter:
     )
 
 
-def _not_running(deployments: Deployments) -> list[str]:
-    """The chosen deployments that do not already run their plan everywhere."""
-    found = each(deployments.clusters, lambda _, c: status(c, deadline=None))
-    return [n for n, s in found.items() if not (isinstance(s, ClusterStatus) and s.state == "running")]
+def _looks_first(deployments: Deployments, options: UpOptions) -> bool:
+    """Whether to ask what runs before `up` takes each deployment's lock: to check, or drop the
+    caches of, only the deployments to start, and to know which to stop on Ctrl-C while several
+    start (or the endpoint). Else `up` asks itself, and handles its own Ctrl-C: a call a node
+    fewer before the ranks start."""
+    return options.check or options.drop_caches or deployments.fleet.multi or deployments.endpoint is not None
+
+
+def _seen(deployments: Deployments) -> dict[str, States | SparkLaunchError]:
+    """What runs on each node of every chosen deployment: one call a node, all at once (`up`
+    takes it as what it would otherwise ask the nodes without the lock)."""
+    return each(deployments.clusters, lambda _, c: dict(c.each(lambda agent: agent.status())))
+
+
+def _runs(cluster: Cluster, states: States | SparkLaunchError) -> bool:
+    """Whether the deployment already runs its plan on every node."""
+    return isinstance(states, dict) and all(
+        isinstance(s, NodeState) and s.alive and s.state is not None and s.state.digest == cluster.plan.digest
+        for s in states.values()
+    )
+
+
+def _states(found: States | SparkLaunchError | None) -> States | None:
+    return found if isinstance(found, dict) else None
 
 
 def _check_together(

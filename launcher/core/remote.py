@@ -113,17 +113,18 @@ def node_job(
     }
 
 
-def start_calls(directory: str, job: dict[str, Any]) -> tuple[Call, ...]:
-    """Hand the job over (mode 0600, in a 0700 directory), then start it detached."""
-    where = shlex.quote(directory)
-    return (
-        Call(
-            f"umask 077 && mkdir -p {where}/logs && cat > {where}/run.json",
-            data=json.dumps(job),
-            timeout=30,
-            about="the job, mode 0600; the start script deletes it as soon as it has read it",
-        ),
-        script("start", directory, about="starts the job detached, in its own session, with its env"),
+def start_call(directory: str, job: dict[str, Any], keep: tuple[str, str] | None = None) -> Call:
+    """Start the job detached; the job (its secret values too) on stdin, never on the node's
+    disk. `keep`: a file (path under the home, text) the node keeps first: the run's receipt,
+    sent with the head's start instead of in a call of its own."""
+    parcel = {"keep": {"path": keep[0], "text": keep[1]}} if keep is not None else {}
+    return Call(
+        SCRIPT_PYTHON,
+        script="start",
+        args=(directory,),
+        data=json.dumps({**job, **parcel}),
+        timeout=30,
+        about="starts the job on stdin detached, in its own session, with its env",
     )
 
 
@@ -150,15 +151,21 @@ def logs_call(directory: str, lines: int, follow: bool) -> Call:
     return script("log_tail", directory, str(lines), *(["follow"] if follow else []))
 
 
-def lock_call(directory: str, holder: dict[str, Any], stale: str | None = None) -> Call:
+def lock_call(directory: str, holder: dict[str, Any], stale: str | None = None, status: bool = False) -> Call:
     """Take the cluster lock (kept beside this node's run directory); with `stale`, break it
-    in the same step if the holder with that token still has it."""
-    return script("cluster_lock", directory, "take", json.dumps(holder), *([stale] if stale else []))
+    in the same step if the holder with that token still has it. With `status`, the answer
+    also says what runs on the node once the lock is taken (`status_call`'s answer)."""
+    action = "hold" if status else "take"
+    return script("cluster_lock", directory, action, json.dumps(holder), *([stale] if stale else []))
 
 
-def unlock_call(directory: str, token: str) -> Call:
-    """Release the cluster lock held with `token` ('*' forces it)."""
-    return script("cluster_lock", directory, "release", token)
+def unlock_call(directory: str, token: str, keep: tuple[str, str] | None = None) -> Call:
+    """Release the cluster lock held with `token` ('*' forces it); `keep`: a file (path under
+    the home, text on stdin) the node keeps first, the run's last receipt."""
+    if keep is None:
+        return script("cluster_lock", directory, "release", token)
+    call = script("cluster_lock", directory, "release", token, keep[0])
+    return replace(call, data=keep[1])
 
 
 def facts_call(directory: str, request: dict[str, Any]) -> Call:
@@ -201,10 +208,15 @@ def receipts_dir(cluster: str) -> str:
     return f"{RUN_ROOT}/{cluster}/runs"
 
 
+def receipt_path(cluster: str, run_id: str) -> str:
+    """One run's receipt on the head, under the home."""
+    return f"{receipts_dir(cluster)}/{run_id}.json"
+
+
 def save_receipt_call(cluster: str, run_id: str, text: str) -> Call:
     """Write one run's receipt on the head (mode 0600, replaced whole)."""
     where = shlex.quote(receipts_dir(cluster))
-    name = shlex.quote(f"{receipts_dir(cluster)}/{run_id}.json")
+    name = shlex.quote(receipt_path(cluster, run_id))
     return Call(
         f"umask 077 && mkdir -p {where} && cat > {name}.tmp && mv {name}.tmp {name}",
         data=text,
@@ -320,9 +332,10 @@ def dry_run_calls(spec: Spec, plan: Plan, unit: str) -> dict[str, tuple[Call, ..
     for `up --dry-run`."""
     masked = dict.fromkeys(spec.secrets, "<secret>")
     return {
-        n.name: tuple(
-            c.bound(unit)
-            for c in start_calls(run_dir(plan.cluster, n.name), node_job(spec, plan, n, "<run id>", masked))
+        n.name: (
+            start_call(run_dir(plan.cluster, n.name), node_job(spec, plan, n, "<run id>", masked)).bound(
+                unit
+            ),
         )
         for n in plan.nodes
     }

@@ -180,11 +180,10 @@ class Agent:
             stream.send(unit_line().encode())
         return stream
 
-    def start(self, job: dict[str, Any]) -> RunState:
-        """Hand the job over and start it; what runs now, or a NodeError saying why it does not."""
-        handover, start = remote.start_calls(self.dir, job)
-        self.run(handover).checked(self.node, "writing the job to the run directory")
-        answer = self.ask(start, started)
+    def start(self, job: dict[str, Any], keep: tuple[str, str] | None = None) -> RunState:
+        """Start the job (handed over on the call's stdin, with a file to `keep` first, if any);
+        what runs now, or a NodeError saying why it does not."""
+        answer = self.ask(remote.start_call(self.dir, job, keep), started)
         if isinstance(answer, str):
             raise NotStarted(self.node, answer)
         return answer
@@ -201,14 +200,16 @@ class Agent:
         """Hand the node's log to `on_line`, line by line; with `follow`, until interrupted."""
         self.stream(remote.logs_call(self.dir, lines, follow), on_line)
 
-    def lock(self, holder: dict[str, Any], stale: str | None = None) -> Locked:
+    def lock(self, holder: dict[str, Any], stale: str | None = None, status: bool = False) -> Locked:
         """Take the cluster lock (kept beside this node's run directory); with `stale`, break
-        the lock of the holder with that token in the same step, if it still has it."""
-        return self.ask(remote.lock_call(self.dir, holder, stale), Locked.parse)
+        the lock of the holder with that token in the same step, if it still has it. With
+        `status`, the answer says what runs on the node too (in the same call)."""
+        return self.ask(remote.lock_call(self.dir, holder, stale, status), Locked.parse)
 
-    def unlock(self, token: str) -> Locked:
-        """Release the cluster lock held with `token` ('*' forces it)."""
-        return self.ask(remote.unlock_call(self.dir, token), Locked.parse)
+    def unlock(self, token: str, keep: tuple[str, str] | None = None) -> Locked:
+        """Release the cluster lock held with `token` ('*' forces it); `keep`: a file (path under
+        the home, text) the node keeps first, in the same call."""
+        return self.ask(remote.unlock_call(self.dir, token, keep), Locked.parse)
 
     def image(self, image: str) -> ImageFacts:
         """The image as the node's engine holds it, and the engine's free space."""

@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets as pysecrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from launcher.core.answers.run_answer import NodeState
 from launcher.core.plan import Plan
 from launcher.core.render import NodeCommand
 from launcher.core.spec.reach import Reach
@@ -20,7 +22,7 @@ from launcher.node.agent import Agent
 from launcher.node.executor import Executor, NodeError, fan_out
 from launcher.node.locking import ClusterBusy, busy, holder_is_stale, lock_holder
 
-__all__ = ["Cluster", "ClusterBusy", "Reached", "Unreachable", "new_run_id"]
+__all__ = ["Cluster", "ClusterBusy", "Hold", "Reached", "Unreachable", "new_run_id"]
 T = TypeVar("T")
 
 
@@ -42,6 +44,29 @@ class Unreachable(SparkLaunchError):
             lines.append(f"  {name}: {error.reason}")
             lines += [f"    hint: {error.hint}"] if error.hint else []
         return "\n".join(lines)
+
+
+class Hold:
+    """The cluster's lock as this launcher holds it, and what rides on the calls that take and
+    release it: what runs on the head, read in the call that took it (when asked for), and a
+    file for the head (the run's receipt) that waits for the next call there that carries one
+    (the head's start, else the release), instead of costing a call of its own."""
+
+    def __init__(self, state: NodeState | None = None) -> None:
+        self.state = state
+        self._parcel: tuple[str, str] | None = None
+        self._guard = threading.Lock()
+
+    def leave(self, path: str, text: str) -> None:
+        """Have the head keep `text` at `path` (under its home), replacing what waited before."""
+        with self._guard:
+            self._parcel = (path, text)
+
+    def parcel(self) -> tuple[str, str] | None:
+        """The file waiting for the head (path, text), for the call that carries it; None after."""
+        with self._guard:
+            parcel, self._parcel = self._parcel, None
+            return parcel
 
 
 class Reached:
@@ -113,28 +138,31 @@ class Reached:
         return entry
 
     @contextlib.contextmanager
-    def locked(self, command: str, run_id: str | None = None) -> Iterator[None]:
+    def locked(self, command: str, run_id: str | None = None, status: bool = False) -> Iterator[Hold]:
         """Hold the cluster's lock (on the head) for the duration; ClusterBusy when another holds it.
 
         A stale lock (its owner on this machine provably gone) is broken, and so is a lock this
         very object took and could not release (the head was lost meanwhile, as when `supervise`
         restarts a cluster): both in one atomic step on the head, naming the holder found.
+        With `status`, the Hold says what runs on the head (read in the call that took the
+        lock); a file left with it is kept on the head by the release at the latest.
         """
         holder = lock_holder(command, run_id)
         agent = self.agents[self.head_name]
-        answer = agent.lock(holder)
+        answer = agent.lock(holder, status=status)
         other = answer.holder
         if not answer.ok and (other.token in self._unreleased or holder_is_stale(other.as_dict())):
-            answer = agent.lock(holder, stale=str(other.token))
+            answer = agent.lock(holder, stale=str(other.token), status=status)
         if not answer.ok:
             raise busy(self.name, self.head_name, answer.holder.as_dict())
+        hold = Hold(answer.state)
         try:
-            yield
+            yield hold
         finally:
             # Never hide why the operation ended; a lock this object could not release is
             # its own to take over next time.
             try:
-                agent.unlock(holder["token"])
+                agent.unlock(holder["token"], hold.parcel())
             except SparkLaunchError:
                 self._unreleased.add(holder["token"])
 

@@ -3,7 +3,9 @@
 Here: $XDG_STATE_HOME/spark-launch/<cluster>/runs/<run id>.json (~/.local/state/... without
 XDG_STATE_HOME), mode 0600, with the evidence files of the run beside it. On the head:
 ~/.spark-launch/<cluster>/runs/<run id>.json, beside the nodes' run directories. The head's
-copy is best effort: a head that cannot be written to never fails a start.
+copy is best effort: a head that cannot be written to never fails a start. A start's receipt
+travels to the head with calls `up` sends there anyway (`to_head`: the head's start, the lock's
+release), not in calls of its own.
 
 Every path here is made of the launcher's own run ids (`core.answers.read.RUN_ID`) and names
 it chose or flattened, and is proven to stay inside the state folder before it is opened.
@@ -25,6 +27,8 @@ from launcher.core.checks import Report
 from launcher.core.receipts.content import FORMAT, finished, new_receipt, with_evidence
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.cluster import Cluster, new_run_id
+
+ToHead = Callable[[str, str], None]  # (path under the head's home, text): kept there by a later call
 
 
 class Outcome(Protocol):
@@ -90,10 +94,14 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def save(cluster: Cluster, receipt: dict[str, Any]) -> None:
-    """Keep the receipt here, then on the head (best effort)."""
+def save(cluster: Cluster, receipt: dict[str, Any], to_head: ToHead | None = None) -> None:
+    """Keep the receipt here, then on the head (best effort): by a call of its own, or handed
+    `to_head` for a later call to carry."""
     text = json.dumps(receipt, indent=2, sort_keys=False) + "\n"
     write_private(inside(runs_dir(cluster.spec.name), f"{receipt['run_id']}.json"), text)
+    if to_head is not None:
+        to_head(remote.receipt_path(cluster.spec.name, receipt["run_id"]), text)
+        return
     with contextlib.suppress(SparkLaunchError):
         call = remote.save_receipt_call(cluster.spec.name, receipt["run_id"], text)
         cluster.agents[cluster.head.name].run(call)
@@ -115,10 +123,17 @@ def load_all(cluster: str) -> list[dict[str, Any]]:
 class Run:
     """One start's receipt while it is written: the run id, its evidence, its outcome."""
 
-    def __init__(self, cluster: Cluster, receipt: dict[str, Any], secrets: dict[str, str]) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        receipt: dict[str, Any],
+        secrets: dict[str, str],
+        to_head: ToHead | None = None,
+    ) -> None:
         self.cluster = cluster
         self.receipt = receipt
         self.secrets = secrets
+        self.to_head = to_head  # where the head's copy goes (None: a call of its own each time)
 
     @property
     def run_id(self) -> str:
@@ -128,12 +143,12 @@ class Run:
     def add(self, evidence: dict[str, Any]) -> None:
         """Keep one more piece of evidence in the receipt."""
         self.receipt = with_evidence(self.receipt, evidence)
-        save(self.cluster, self.receipt)
+        save(self.cluster, self.receipt, self.to_head)
 
     def end(self, outcome: str, detail: str) -> None:
         """Record how the start ended."""
         self.receipt = finished(self.receipt, now(), outcome, detail)
-        save(self.cluster, self.receipt)
+        save(self.cluster, self.receipt, self.to_head)
 
 
 def record_run(
@@ -142,14 +157,15 @@ def record_run(
     secrets: dict[str, str],
     start: Callable[[Run], T],
     run_id: str | None = None,
+    to_head: ToHead | None = None,
 ) -> T:
-    """Start under a receipt (for run `run_id`, or a new one): written before the first rank
-    starts, its outcome after."""
+    """Start under a receipt (for run `run_id`, or a new one): written here before the first rank
+    starts, its outcome after; the head's copy by calls of its own, or handed `to_head`."""
     facts = report.facts if report is not None else None
     rows = report.rows if report is not None else None
     receipt = new_receipt(cluster.spec, cluster.plan, run_id or new_run_id(), now(), facts, rows)
-    run = Run(cluster, receipt, secrets)
-    save(cluster, run.receipt)
+    run = Run(cluster, receipt, secrets, to_head)
+    save(cluster, run.receipt, to_head)
     try:
         result = start(run)
     except KeyboardInterrupt:

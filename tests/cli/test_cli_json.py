@@ -51,7 +51,7 @@ def test_up_dry_run_json_is_json() -> None:
     doc = json.loads(out)
     assert code == 0 and doc["run"] is False and [n["name"] for n in doc["nodes"]] == ["node1", "node2"]
     head = doc["nodes"][0]
-    assert head["argv"][-1] != "--headless" and any("run.json" in c["command"] for c in head["calls"])
+    assert head["argv"][-1] != "--headless" and [c["script"] for c in head["calls"]] == ["start"]
     job = next(c["stdin"] for c in head["calls"] if isinstance(c["stdin"], dict))
     assert job["argv"] == head["argv"]
 

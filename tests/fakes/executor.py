@@ -1,11 +1,11 @@
 """A FAKE executor for the fast tier: it answers each call from a script of handlers.
 
 Like invoke's MockContext: a test says what each node answers to each node script (key
-NAME; its handler gets the words `python3 - NAME DIR ARGS`, whatever stub ran it) or to the
-job hand-over (a plain shell line, key "shell"), and reads back every call made. Every node
-keeps the unit already: nothing is ever asked to send it. For the branches a real bed
-reaches only by accident: a partial start failure, a node lost while waiting, a busy lock, a
-failed hand-over.
+NAME; its handler gets the words `python3 - NAME DIR ARGS`, whatever stub ran it) or to a
+plain shell line (key "shell"), and reads back every call made and what its stdin got. Every
+node keeps the unit already: nothing is ever asked to send it. For the branches a real bed
+reaches only by accident (a partial start failure, a node lost while waiting, a busy lock),
+and for counting what a command sends each node.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class ScriptedExecutor:
     handlers: dict[tuple[str, str], Handler]
     http_status: int = 200
     calls: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    stdins: list[str | None] = field(default_factory=list)  # what each call's stdin got, in step with calls
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keys(self, node: str) -> list[str]:
@@ -40,15 +41,16 @@ class ScriptedExecutor:
 
     def run(self, node: str, command: str, stdin: str | None = None, timeout: float | None = None) -> Result:
         """Answer from the handler for this node and script."""
-        return self._result(command, self._answer(node, command))
+        return self._result(command, self._answer(node, command, stdin))
 
-    def _answer(self, node: str, command: str) -> Answer:
+    def _answer(self, node: str, command: str, stdin: str | None) -> Answer:
         words = shlex.split(command)
         if words[:3] == ["python3", "-S", "-c"]:  # python3 -S -c STUB UNIT NAME...: as `python3 - NAME...`
             words = ["python3", "-", *words[5:]]
         key = words[2] if words[:2] == ["python3", "-"] else "shell"
         with self.lock:
             self.calls.append((node, key, words))
+            self.stdins.append(stdin)
         handler = self.handlers.get((node, key)) or self.handlers.get(("*", key))
         if handler is None:
             raise AssertionError(f"unscripted call on {node}: {command}")
@@ -68,7 +70,7 @@ class ScriptedExecutor:
         self, node: str, command: str, on_line: Callable[[str], None], stdin: str | None = None
     ) -> Result:
         """Answer like run, line by line; a handler's iterator is streamed as it yields."""
-        answer = self._answer(node, command)
+        answer = self._answer(node, command, stdin)
         lines = (
             answer
             if isinstance(answer, Iterator)

@@ -76,7 +76,11 @@ class NodeState:
     @classmethod
     def parse(cls, raw: object) -> NodeState:
         """From the status script's answer."""
-        at = At(raw)
+        return cls.read(At(raw))
+
+    @classmethod
+    def read(cls, at: At) -> NodeState:
+        """From a status answer where it is found (alone, or in the lock's answer to `hold`)."""
         if failed(at):
             raise BadAnswer("ok", "the status script says it failed")
         return cls(
@@ -180,16 +184,19 @@ class Holder:
 
 @dataclass(frozen=True, slots=True)
 class Locked:
-    """The lock script's answer: taken (or released), or who holds it."""
+    """The lock script's answer: taken (or released), or who holds it; for `hold`, what runs on
+    the node once it was taken."""
 
     ok: bool
     holder: Holder
+    state: NodeState | None = None
 
     @classmethod
     def parse(cls, raw: object) -> Locked:
         """From the lock script's answer."""
         at = At(raw)
-        return cls(at.field("ok").flag(), at.maybe("holder", Holder.read) or Holder())
+        holder = at.maybe("holder", Holder.read) or Holder()
+        return cls(at.field("ok").flag(), holder, at.maybe("status", NodeState.read))
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,31 @@ def replace_file(path: str, text: str) -> None:
         raise
 
 
+def private_dirs(path: str) -> None:
+    """Create path and each missing folder above it, mode 0700 (as `umask 077; mkdir -p` does)."""
+    parent = os.path.dirname(path)
+    if parent and parent != path and not os.path.isdir(parent):
+        private_dirs(parent)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+
+
+def keep_file(relative: str, text: str) -> str | None:
+    """Keep `text` at ~/relative, mode 0600 in 0700 folders, replaced whole: a file that travels
+    with another call (a run's receipt, with the head's start or with the lock's release). Why
+    it could not be kept, or None."""
+    parts = relative.split("/")
+    if relative.startswith("/") or not all(p and p not in (".", "..") for p in parts):
+        return f"{relative!r} is not a path inside the home"
+    path = os.path.join(os.path.expanduser("~"), *parts)
+    try:
+        private_dirs(os.path.dirname(path))
+        replace_file(path, text)
+    except OSError as exc:
+        return f"cannot keep {relative}: {exc.strerror or exc}"
+    return None
+
+
 def private_dir(path: str) -> bool:
     """Create path (mode 0700) if missing; True when it is a directory of this user that no one
     else may write (not a link, not group- or world-writable)."""

@@ -43,9 +43,14 @@ def container_status(state: dict[str, Any], offset: int | None) -> dict[str, Any
 
 def status(directory: str, offset: int | None = None) -> None:
     """What runs here: state, liveness, exit status, and the log from `offset` on."""
+    emit(**report(directory, offset))
+
+
+def report(directory: str, offset: int | None = None) -> dict[str, Any]:
+    """The status answer (also part of the lock's answer to `up`: `cluster_lock hold`)."""
     state = read_json(state_path(directory))
     if state and state.get("container"):
-        return emit(**container_status(state, offset))
+        return container_status(state, offset)
     procs = our_processes(directory)
     result: dict[str, Any] = {"ok": True, "state": state, "alive": bool(procs), "processes": len(procs)}
     if state:
@@ -53,7 +58,7 @@ def status(directory: str, offset: int | None = None) -> None:
         result["exit_code"] = int(code) if code.lstrip("-").isdigit() else None
         if offset is not None:
             result.update(read_log(state["log"], offset))
-    return emit(**result)
+    return result
 
 
 def read_log(path: str, offset: int, limit: int = 262144) -> dict[str, Any]:

@@ -1,4 +1,8 @@
-"""Start the job in run.json detached, in its own session; run.json is deleted at once.
+"""Start the job on stdin detached, in its own session.
+
+The job (JSON, secret values included) comes on stdin, so it never touches the node's disk;
+with it, for the head, the run's receipt to keep beside the run directories (`keep`): one call
+starts a node, whatever its login shell costs.
 
 venv runtime: the argv runs under a small bash wrapper that records its exit status.
 docker runtime: `docker run --detach`; the container is the process group.
@@ -6,7 +10,7 @@ docker runtime: `docker run --detach`; the container is the process group.
 
 from __future__ import annotations
 
-import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -17,8 +21,10 @@ from .common import (
     container_state,
     docker,
     emit,
+    keep_file,
     node_prefix,
     our_processes,
+    private_dirs,
     proc_stat,
     read_json,
     run_directory,
@@ -34,20 +40,32 @@ if TYPE_CHECKING:
 WRAPPER = '"$@"; code=$?; echo "$code" > "$SPARK_LAUNCH_EXIT_FILE"; exit "$code"'
 
 
-def start(directory: str) -> None:
-    """Start the command in run.json detached, in its own session; remove run.json at once."""
-    job_path = os.path.join(directory, "run.json")
-    job = read_json(job_path)
-    with contextlib.suppress(OSError):
-        os.remove(job_path)  # it holds the secrets: gone before anything else can fail
+def read_job(text: str) -> dict[str, Any] | None:
+    """The job from stdin's text (None when it is not one)."""
+    try:
+        job = json.loads(text)
+    except ValueError:
+        return None
+    return job if isinstance(job, dict) else None
+
+
+def start(directory: str, text: str) -> None:
+    """Start the job in `text` (stdin's) detached, in its own session."""
+    job = read_job(text)
     if job is None:
-        return emit(ok=False, error=f"no readable run.json in {directory}")
+        return emit(ok=False, error="no job on stdin")
+    try:
+        private_dirs(os.path.join(directory, "logs"))
+    except OSError as exc:
+        return emit(ok=False, error=f"cannot create the run directory {directory}: {exc.strerror or exc}")
+    keep = job.get("keep")
+    if isinstance(keep, dict):  # best effort: a receipt that cannot be kept never stops a start
+        keep_file(str(keep.get("path")), str(keep.get("text")))
     if job.get("container"):
         return start_container(directory, job)
     prefix = node_prefix(directory)
     if our_processes(directory):
         return emit(ok=False, error="already running", state=read_json(state_path(directory)))
-    os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
     run_id = job["run_id"]
     log = os.path.join(directory, "logs", run_id + ".log")
     exit_file = os.path.join(directory, "logs", run_id + ".exit")
@@ -100,7 +118,6 @@ def start_container(directory: str, job: dict[str, Any]) -> None:
     env = {**job["env"], MARKER: node_prefix(directory) + job["run_id"]}
     if any("\n" in value for value in env.values()):
         return emit(ok=False, error="docker env files cannot hold a value with a newline")
-    os.makedirs(os.path.join(directory, "logs"), exist_ok=True)
     env_file = os.path.join(directory, "node.env")
     fd = os.open(env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -129,8 +146,8 @@ def start_container(directory: str, job: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    """start DIR"""
-    start(run_directory(argv))
+    """start DIR < JOB"""
+    start(run_directory(argv), sys.stdin.read())
 
 
 if __name__ == "__main__":  # python3 -S -c STUB UNIT NAME DIR ARGS...

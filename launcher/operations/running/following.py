@@ -1,9 +1,11 @@
 """Following a starting cluster: every rank's log and exit as they happen, the head's health.
 
 One long-lived watch per node (launcher/node/scripts/watch.py) streams its log, its exit
-and a heartbeat a second; the head's /health is asked on its own thread. Everything
-arrives on one queue, so a rank's death is seen within a fraction of a second of its
-exit, and a node that stops answering within `lost_after` seconds.
+and a heartbeat a second; the head's /health is asked on its own thread (through the SSH
+connection: no command, no shell), more often as the head's log comes closer to serving, and
+at once when it says its API is up. Everything arrives on one queue, so a rank's death is
+seen within a fraction of a second of its exit, and a node that stops answering within
+`lost_after` seconds.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from launcher.node.executor import NodeError, StopStream
 from launcher.operations.reporter import Reporter
 
 HEAD_READY = STAGE_NAMES.index("KV cache")  # from here on, ask /health more often
+API_UP = STAGE_NAMES.index("API up")  # and from here on, often: it answers within a second
 HEALTH = "<health>"
 
 
@@ -69,6 +72,7 @@ class Follower:
         # (node, its WatchEvent), (HEALTH, None), or what another watcher puts there
         self.events: queue.Queue[tuple[str, object]] = queue.Queue()
         self.stopped = threading.Event()
+        self.nudged = threading.Event()  # ask /health now (the head's log says its API is up)
 
     def start(self, health: bool = True) -> None:
         """One thread per node's watch, and (with `health`) one asking the head's /health."""
@@ -80,6 +84,11 @@ class Follower:
     def stop(self) -> None:
         """End every stream at its next line (a heartbeat comes each second)."""
         self.stopped.set()
+        self.nudged.set()
+
+    def nudge(self) -> None:
+        """Have /health asked now, not at the next interval."""
+        self.nudged.set()
 
     def _watch(self, name: str) -> None:
         agent = self.cluster.agents[name]
@@ -97,8 +106,12 @@ class Follower:
             self.events.put((name, WatchEvent(ended=exc.message)))
 
     def _health(self) -> None:
-        head = self.cluster.head.name
-        while not self.stopped.wait(2 if self.watches[head].stage >= HEAD_READY else 5):
+        head = self.watches[self.cluster.head.name]
+        while True:
+            self.nudged.wait(0.5 if head.stage >= API_UP else 2 if head.stage >= HEAD_READY else 5)
+            self.nudged.clear()
+            if self.stopped.is_set():
+                return
             try:
                 status, _ = self.cluster.http("GET", "/health", timeout=5)
             except NodeError:
@@ -132,7 +145,10 @@ def follow(
             if isinstance(event, WatchEvent):
                 last_seen[name] = now
                 if event.log is not None and event.log_size is not None:
+                    before = watches[name].stage
                     watches[name].feed(event.log, event.log_size)
+                    if name == cluster.head.name and before < API_UP <= watches[name].stage:
+                        follower.nudge()
                 if event.alive is False:
                     return Exited(name, event.exit_code, now - began)
                 if event.ended is not None:

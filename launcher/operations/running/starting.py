@@ -8,7 +8,9 @@ or Ctrl-C stops every node that answers (and names any that could not be reached
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from launcher.core.answers.run_answer import NodeState, RunState
@@ -19,8 +21,8 @@ from launcher.core.reports import check_summary
 from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
-from launcher.node.cluster import Cluster, Unreachable, new_run_id
-from launcher.node.executor import NodeError
+from launcher.node.cluster import Cluster, Hold, Unreachable, new_run_id
+from launcher.node.executor import NodeError, fan_out
 from launcher.operations.drift import refuse_drift
 from launcher.operations.evidence import capture
 from launcher.operations.gate import NodesDisagree, run_check
@@ -33,6 +35,7 @@ from launcher.operations.running.page_cache import drop_caches
 from launcher.operations.running.stopping import stop_all, stop_reachable
 
 __all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
+States = dict[str, NodeState | SparkLaunchError | None]  # what each node said runs there (None: unknown)
 
 
 class PlanConflict(SparkLaunchError):
@@ -93,45 +96,66 @@ def up(
     options: UpOptions,
     reporter: Reporter,
     checked: Report | None = None,
+    seen: States | None = None,
 ) -> UpResult:
     """Start the plan on every node and wait until the head serves (or fail cleanly).
 
     `checked`: the check's report when the caller ran it already (with the other deployments
-    sharing the nodes); it goes into the receipt as the check `up` ran itself would.
+    sharing the nodes); it goes into the receipt as the check `up` ran itself would. `seen`:
+    what each node said runs there, asked by the caller before (`_running` says when that
+    stands). Each node costs one call before its rank starts, and the head two (`_held`).
     """
     run_id = new_run_id()
-    with cluster.locked("up", run_id):
-        existing = _running(cluster)
-        if existing:
-            digests = {s.state.digest for s in existing.values() if s.state}
-            if len(existing) == len(cluster.names) and digests == {cluster.plan.digest}:
-                return UpResult(
-                    False,
-                    None,
-                    0.0,
-                    _url(cluster),
-                    None,
-                    f"cluster {cluster.spec.name} already runs plan {cluster.plan.digest}: nothing to do",
-                )
-            if not options.replace:
-                raise PlanConflict(
-                    f"cluster {cluster.spec.name} is already running on {', '.join(sorted(existing))} "
-                    f"(plan {', '.join(sorted(digests)) or '?'}), and this plan is {cluster.plan.digest}",
-                    "`spark-launch up --replace` restarts it with this plan; `spark-launch down` stops it",
-                )
-            reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
-            stop_all(cluster, options.grace)
-        if options.drop_caches:
-            drop_caches(cluster, reporter)
-        # a report checked by the caller was held to the lock there (up_fleet's shared check)
-        report = checked if checked is not None else _check_first(cluster, options, reporter)
-        return record_run(
-            cluster,
-            report,
-            secret_values,
-            lambda run: _start_and_wait(cluster, secret_values, options, reporter, run),
-            run_id,
+    starts: list[str] = []  # the run, once its ranks may have started
+    try:
+        with _held(cluster, run_id, seen) as (hold, states):
+            conflict = _conflict(cluster, _running(cluster, states), options, reporter)
+            if conflict is not None:
+                return conflict
+            if options.drop_caches:
+                drop_caches(cluster, reporter)
+            # a report checked by the caller was held to the lock there (up_fleet's shared check)
+            report = checked if checked is not None else _check_first(cluster, options, reporter)
+
+            def start(run: Run) -> UpResult:
+                starts.append(run.run_id)
+                return _start_and_wait(cluster, secret_values, options, reporter, run, hold)
+
+            # the receipt rides with the head's start, then with the lock's release
+            return record_run(cluster, report, secret_values, start, run_id, hold.leave)
+    except KeyboardInterrupt:  # outside the wait (which stops what it started itself)
+        if not starts:
+            raise Interrupted("interrupted before anything was started") from None
+        reporter.info("interrupted: stopping what was started")
+        raise Interrupted(f"interrupted; {_stop_what_answers(cluster, options)}") from None
+
+
+def _conflict(
+    cluster: Cluster, existing: dict[str, NodeState], options: UpOptions, reporter: Reporter
+) -> UpResult | None:
+    """What runs already: nothing to do (this very plan everywhere), a PlanConflict, or (with
+    --replace) stopped; None when the ranks are to be started."""
+    if not existing:
+        return None
+    digests = {s.state.digest for s in existing.values() if s.state}
+    if len(existing) == len(cluster.names) and digests == {cluster.plan.digest}:
+        return UpResult(
+            False,
+            None,
+            0.0,
+            _url(cluster),
+            None,
+            f"cluster {cluster.spec.name} already runs plan {cluster.plan.digest}: nothing to do",
         )
+    if not options.replace:
+        raise PlanConflict(
+            f"cluster {cluster.spec.name} is already running on {', '.join(sorted(existing))} "
+            f"(plan {', '.join(sorted(digests)) or '?'}), and this plan is {cluster.plan.digest}",
+            "`spark-launch up --replace` restarts it with this plan; `spark-launch down` stops it",
+        )
+    reporter.info(f"--replace: stopping the running cluster on {', '.join(sorted(existing))}")
+    stop_all(cluster, options.grace)
+    return None
 
 
 def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Report | None:
@@ -159,9 +183,31 @@ def _check_first(cluster: Cluster, options: UpOptions, reporter: Reporter) -> Re
     return report
 
 
-def _running(cluster: Cluster) -> dict[str, NodeState]:
-    """Nodes with a live process of ours; an unreachable node is an error here."""
-    statuses = cluster.each(lambda agent: agent.status())
+@contextmanager
+def _held(cluster: Cluster, run_id: str, seen: States | None) -> Iterator[tuple[Hold, States]]:
+    """The cluster's lock, taken by the call that also says what runs on the head; and what runs
+    on every other node: from `seen`, else asked meanwhile (each node one call, all at once)."""
+    others = [n for n in cluster.names if n != cluster.head_name]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        asked = None
+        if seen is None:
+            asked = pool.submit(fan_out, others, lambda n: cluster.agents[n].status())
+        with cluster.locked("up", run_id, status=True) as hold:
+            found: States = dict(seen or {}) if asked is None else dict(asked.result())
+            yield hold, {cluster.head_name: hold.state, **{n: found.get(n) for n in others}}
+
+
+def _running(cluster: Cluster, states: States) -> dict[str, NodeState]:
+    """Nodes with a live process of ours; an unreachable node is an error here.
+
+    The head's state was read under the lock; the others' may have been read before it was
+    taken. They stand when nothing runs anywhere: a node started since could only have been
+    started by a launcher holding the lock meanwhile, which released it with the head running
+    too (seen here) or with every node stopped. Otherwise every node is asked again, now.
+    """
+    statuses = dict(states)
+    if any(not isinstance(s, NodeState) or s.alive for s in statuses.values()):
+        statuses = dict(cluster.each(lambda agent: agent.status()))
     errors = {n: s for n, s in statuses.items() if isinstance(s, SparkLaunchError)}
     if errors:  # every one named: fixing SSH node by node, one run each, is the slow way
         raise Unreachable(errors, len(cluster.names), "nothing was started")
@@ -169,7 +215,12 @@ def _running(cluster: Cluster) -> dict[str, NodeState]:
 
 
 def _start_and_wait(
-    cluster: Cluster, secret_values: dict[str, str], options: UpOptions, reporter: Reporter, run: Run
+    cluster: Cluster,
+    secret_values: dict[str, str],
+    options: UpOptions,
+    reporter: Reporter,
+    run: Run,
+    hold: Hold,
 ) -> UpResult:
     run_id = run.run_id
     began = time.monotonic()
@@ -180,7 +231,8 @@ def _start_and_wait(
     commands = {n.name: n for n in cluster.plan.nodes}
 
     def start(agent: Agent) -> RunState:
-        return agent.start(node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values))
+        job = node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values)
+        return agent.start(job, hold.parcel() if agent.node == cluster.head_name else None)
 
     try:
         _start_all(cluster, start, options)

@@ -139,7 +139,7 @@ def test_no_command_the_launcher_builds_carries_a_secret_or_an_env_value(runtime
         where = run_dir(plan.cluster, node.name)
         job = remote.node_job(spec, plan, node, "rid", values)
         calls = [
-            *remote.start_calls(where, job),
+            remote.start_call(where, job),
             remote.probe_call(spec, node, "tag"),
             remote.probe_call(spec, node, "tag", fresh=True),
             remote.status_call(where, 0),

@@ -69,6 +69,32 @@ def test_a_lock_names_its_owner_and_is_released(tmp_path: Path) -> None:
     assert not lock_dir(tmp_path, "t").exists()
 
 
+def test_the_lock_taken_for_up_says_what_runs_and_its_release_keeps_the_receipt_first(tmp_path: Path) -> None:
+    """`up`'s two calls to the head besides its start and its watch: no call of their own for
+    what runs there, nor for the run's receipt."""
+    cluster = cluster_at(tmp_path, "t")
+    receipt = ".spark-launch/t/runs/20260101-000000-abcd.json"
+    with cluster.locked("up", "20260101-000000-abcd", status=True) as hold:
+        assert hold.state is not None and not hold.state.alive and hold.state.state is None
+        hold.leave(receipt, '{"outcome": "served"}\n')
+    kept = tmp_path / receipt
+    assert kept.read_text() == '{"outcome": "served"}\n' and kept.stat().st_mode & 0o777 == 0o600
+    assert kept.parent.stat().st_mode & 0o777 == 0o700
+    assert not lock_dir(tmp_path, "t").exists()
+
+
+def test_a_file_the_release_cannot_keep_never_keeps_the_lock_held(tmp_path: Path) -> None:
+    cluster = cluster_at(tmp_path, "t")
+    (tmp_path / ".spark-launch" / "t").mkdir(parents=True)
+    (tmp_path / ".spark-launch" / "t" / "runs").write_text("a file where the folder goes")
+    with cluster.locked("up", status=True) as hold:
+        hold.leave(".spark-launch/t/runs/20260101-000000-abcd.json", "{}")
+    assert not lock_dir(tmp_path, "t").exists()
+    with cluster.locked("up", status=True) as hold:
+        hold.leave("../outside.json", "{}")  # never written outside the home
+    assert not (tmp_path.parent / "outside.json").exists() and not lock_dir(tmp_path, "t").exists()
+
+
 def test_a_lock_is_stale_only_when_its_owner_is_provably_gone() -> None:
     here, me = socket.gethostname(), os.getpid()
     assert not holder_is_stale({"host": here, "pid": me, "started": process_start(me)})
