@@ -93,13 +93,13 @@ def up(
     from launcher.operations.running.starting import UpOptions
 
     if dry_run:
-        return print_dry_run(spec, deployment, as_json)
+        return print_dry_run(spec, ssh_config, deployment, as_json)
     lock = None
     if locked:
         from launcher.operations.drift import read_lock
 
         lock = read_lock(spec)
-    with open_deployments(spec, ssh_config, deployment) as chosen:
+    with open_deployments(spec, ssh_config, deployment, secrets=True) as chosen:
         for cluster in chosen.clusters.values():
             cluster.require_all("nothing was started")
         values = secret_values(chosen.fleet.deployments[0].spec.secrets)

@@ -37,13 +37,18 @@ def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
     return ExitStatus.OK
 
 
-def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatus:
-    """`up --dry-run`: what `up` sends to each node of each chosen deployment."""
+def print_dry_run(spec: str, ssh_config: str | None, deployment: str | None, as_json: bool) -> ExitStatus:
+    """`up --dry-run`: what `up` sends to each node of each chosen deployment (the spec judged as
+    `up` judges it, its secrets set here included; nothing is asked of a node)."""
+    from launcher.cli.shared import judged
     from launcher.core.remote import dry_run_calls
     from launcher.core.views import dry_run_json, dry_run_text, endpoint_dict, endpoint_text
-    from launcher.load import plan_fleet
 
-    fleet = plan_fleet(spec)
+    judgement = judged(spec, ssh_config, secrets=True, connect=False)
+    if judgement.fleet is None:
+        assert judgement.pending is not None
+        raise judgement.pending  # what only the head could settle: a dry run asks no node
+    fleet = judgement.fleet
     chosen = fleet.select(deployment)
     endpoint = fleet.endpoint if deployment is None else None
     if as_json:

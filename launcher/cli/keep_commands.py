@@ -134,7 +134,7 @@ def supervise(
         raise Terminated(received[0])
 
     # No connecting first: a node that is down now is what supervise waits out, not a reason to stop.
-    with open_deployments(spec, ssh_config, deployment, reach=False) as chosen:
+    with open_deployments(spec, ssh_config, deployment, reach=False, secrets=True) as chosen:
         values = secret_values(chosen.fleet.deployments[0].spec.secrets)
         name = chosen.fleet.name if chosen.fleet.multi else next(iter(chosen.clusters.values())).spec.name
         path = Path(events or f"~/.spark-launch/{name}/supervise.jsonl").expanduser()

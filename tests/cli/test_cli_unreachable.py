@@ -81,12 +81,22 @@ def test_verbose_says_how_each_node_is_reached(spec: Path) -> None:
     assert "ssh: n2: tester@127.0.0.1:" in err and f"through {config}, timeout 1 s, known_hosts" in err
 
 
-def test_a_missing_ssh_config_file_is_exit_2_with_a_clear_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["check", "up", "status", "down", "logs", "verify"])
+def test_a_missing_ssh_config_file_is_a_spec_problem_at_its_key(tmp_path: Path, command: str) -> None:
     data = edit(base_spec(), **{"model.hybrid": True, "ssh_config": str(tmp_path / "nope")})
-    code, _, err = run_cli("check", str(write(tmp_path, data)))
-    assert code == 2
-    assert f"spark-launch: ssh_config file {tmp_path / 'nope'} does not exist" in err
-    assert "node (all)" not in err
+    spec = write(tmp_path, data)
+    line = next(i for i, text in enumerate(spec.read_text().splitlines(), 1) if text.startswith("ssh_config"))
+    code, out, err = run_cli(command, str(spec))
+    assert code == 2 and out == ""
+    assert err.startswith(
+        f"{spec}:{line}: ssh_config: the file {tmp_path / 'nope'} does not exist\n    hint: "
+    )
+    assert "node (all)" not in err and "connecting" not in err
+
+
+def test_a_missing_ssh_config_option_file_is_a_usage_error(spec: Path, tmp_path: Path) -> None:
+    code, _, err = run_cli("check", str(spec), "--ssh-config", str(tmp_path / "nope"))
+    assert code == 2 and f"spark-launch: ssh_config file {tmp_path / 'nope'} does not exist" in err
 
 
 def test_sync_images_on_a_venv_spec_is_exit_2(spec: Path) -> None:

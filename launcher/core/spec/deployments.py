@@ -74,7 +74,7 @@ def relocate(file: SpecFile, index: int, problem: Problem) -> Problem:
         mine = [n for n in dict.fromkeys(file.deployments[index].nodes) if n in _names(file)]
         if path[1] < len(mine):
             path = ("nodes", _names(file).index(mine[path[1]]), *path[2:])
-    return Problem(path, problem.message, problem.hint)
+    return Problem(path, problem.message, problem.hint, problem.cause)
 
 
 def _names(file: SpecFile) -> list[str]:
