@@ -4,13 +4,13 @@ one-model spec goes through (`operations.running.starting`)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from launcher.core.checks import Report
 from launcher.core.reports import check_summary
 from launcher.core.serving.state import ClusterStatus
 from launcher.errors import SparkLaunchError
+from launcher.node.executor import Background
 from launcher.operations.drift import refuse_drift
 from launcher.operations.fleet import Board, Deployments, Prefixed, each
 from launcher.operations.gate import NodesDisagree, merge_reports, run_check, with_endpoint
@@ -47,6 +47,7 @@ def up_fleet(
     try:
         return _start_all(deployments, secret_values, options, reporter, reports)
     except KeyboardInterrupt:
+        options.gate.close()  # no deployment's thread starts a rank any more
         reporter.info("interrupted: stopping what was started")
         for name in starting:
             stop_reachable(deployments.clusters[name], options.grace)
@@ -65,14 +66,13 @@ def _start_all(
     board = Board(reporter)
     say = board.reporter if deployments.fleet.multi else (lambda _: reporter)  # one: as it always said
     checked_options = replace(options, drop_caches=False)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        # The router starts beside the deployments (it needs none of them to listen).
-        endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
-        outcomes = each(
-            deployments.clusters,
-            lambda n, c: up(c, secret_values, checked_options, say(n), checked=reports.get(n)),
-        )
-        url = endpoint.result()
+    # The router starts beside the deployments (it needs none of them to listen).
+    endpoint = Background(lambda: _endpoint(deployments, secret_values, board.reporter("endpoint")))
+    outcomes = each(
+        deployments.clusters,
+        lambda n, c: up(c, secret_values, checked_options, say(n), checked=reports.get(n)),
+    )
+    url = endpoint.result()
     failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
     results = {n: r for n, r in outcomes.items() if isinstance(r, UpResult)}
     if deployments.endpoint is not None and not results and deployments.whole:

@@ -88,6 +88,8 @@ class SshExecutor:
         self._locks = {name: threading.Lock() for name in targets}
         self._failed: dict[str, tuple[float, NodeError]] = {}  # the last failed try, and when it ended
         self._down: dict[str, NodeError] = {}  # not tried again (see `reach`)
+        self._opening: dict[str, Connection] = {}  # being set up now (closed by `close` too)
+        self._closed = False
 
     # -- connections -------------------------------------------------------------------
     def connection(self, node: str) -> Connection:
@@ -102,13 +104,18 @@ class SshExecutor:
             conn = self._connections.get(node)
             if conn is not None and conn.is_connected:
                 return conn
+            if self._closed:  # Ctrl-C closed every connection: a task left running opens no new one
+                raise NodeError(node, "not connected: the command is ending")
             conn = self._new_connection(node)
+            self._opening[node] = conn
             try:
                 with self._errors(node, conn, since=time.monotonic()):
                     conn.open()
             except NodeError as exc:
                 self._failed[node] = (time.monotonic(), exc)
                 raise
+            finally:
+                self._opening.pop(node, None)
             transport = conn.client.get_transport()
             interval = int(conn.ssh_config.get("serveraliveinterval", KEEPALIVE_SECONDS))
             if transport is not None and interval > 0:  # a dead peer is noticed in seconds, not at TCP's pace
@@ -266,8 +273,10 @@ class SshExecutor:
             return ChannelStream(channel, (EOFError, paramiko.SSHException))
 
     def close(self) -> None:
-        """Close every connection."""
-        for conn in self._connections.values():
+        """Close every connection, and every one being set up (its handshake then fails at once:
+        after Ctrl-C, nothing waits for a node that does not answer)."""
+        self._closed = True
+        for conn in [*self._opening.values(), *self._connections.values()]:
             conn.close()
         self._connections.clear()
 

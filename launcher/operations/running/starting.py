@@ -7,9 +7,11 @@ or Ctrl-C stops every node that answers (and names any that could not be reached
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from launcher.core.answers.run_answer import NodeState, RunState
 from launcher.core.checks import Report
@@ -32,7 +34,7 @@ from launcher.operations.running.head_health import LOST_AFTER_SECONDS, complete
 from launcher.operations.running.page_cache import drop_caches
 from launcher.operations.running.stopping import stop_all, stop_reachable
 
-__all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
+__all__ = ["Interrupted", "PlanConflict", "StartGate", "StartupFailed", "UpOptions", "UpResult", "up"]
 
 
 class PlanConflict(SparkLaunchError):
@@ -58,6 +60,29 @@ class StartupFailed(SparkLaunchError):
         return body + (f"\n  hint: {self.hint}" if self.hint else "")
 
 
+class StartGate:
+    """Where the ranks of a start are begun. Ctrl-C reaches only the main thread: with several
+    deployments starting at once in threads of their own, `up` closes the gate, which waits for a
+    start under way to end (so the stop that follows sees what it began) and lets none begin after."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.closed = False
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """Begin a start, unless the gate is closed (then Interrupted)."""
+        with self._lock:
+            if self.closed:
+                raise Interrupted("interrupted before it started")
+            yield
+
+    def close(self) -> None:
+        """No start begins from now on; one under way has ended when this returns."""
+        with self._lock:
+            self.closed = True
+
+
 @dataclass(frozen=True, slots=True)
 class UpOptions:
     """How `up` behaves."""
@@ -73,6 +98,7 @@ class UpOptions:
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
     drop_caches: bool = False  # sync and drop the page cache on every node before the check
     locked: Lock | None = None  # refuse to start when a node differs from this lock file
+    gate: StartGate = field(default_factory=StartGate, compare=False)  # shared by a fleet's starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +209,8 @@ def _start_and_wait(
         return agent.start(node_job(cluster.spec, cluster.plan, commands[agent.node], run_id, secret_values))
 
     try:
-        _start_all(cluster, start, options)
+        with options.gate.starting():
+            _start_all(cluster, start, options)
         if not options.wait:
             return UpResult(
                 True,
@@ -211,7 +238,7 @@ def _start_and_wait(
 def _start_all(cluster: Cluster, start: Callable[[Agent], RunState], options: UpOptions) -> None:
     """Start every rank at once; if any did not start (for any reason), stop every one that did."""
     try:
-        started = cluster.each(start)
+        started = cluster.each(start, finish=True)  # Ctrl-C: every start under way ends first
     except Exception:  # not a node's error (those are values): still nothing left half-started
         _stop_what_answers(cluster, options)
         raise
