@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--spec", default="configs/demo.yaml")
     args = parser.parse_args()
-    plan = json.loads(cli("plan", args.spec, "--json").stdout)
+    (plan,) = json.loads(cli("plan", args.spec, "--json").stdout)["deployments"]
     ssh_config = str(Path("/tmp/spark-launch-testbed/ssh_config"))
     ours, theirs = [], []
     with LOCK.open("a") as lock:

@@ -14,8 +14,10 @@ from launcher.cli.shared import (
     SSH_CONFIG,
     echo,
     open_deployments,
+    say_unreachable,
     screen,
     secret_values,
+    unreachable_in,
 )
 from launcher.errors import ExitStatus
 
@@ -83,7 +85,7 @@ def up(
     Examples:
       spark-launch up configs/demo.yaml
       spark-launch up cluster.yaml --dry-run
-      spark-launch up cluster.yaml --dry-run --json | jq '.nodes[0].calls[].command'
+      spark-launch up cluster.yaml --dry-run --json | jq '.deployments[0].nodes[0].calls[].command'
       spark-launch up cluster.yaml --replace --timeout 1800
       spark-launch up cluster.yaml --drop-caches
       spark-launch up cluster.yaml --locked
@@ -119,7 +121,7 @@ def up(
             ),
             Printer(),
         )
-    return up_said(result, chosen.fleet.multi or chosen.endpoint is not None, as_json)
+    return up_said(result, chosen.name, chosen.fleet.multi or chosen.endpoint is not None, as_json)
 
 
 @click.command()
@@ -193,16 +195,22 @@ def check(
     """
     from launcher.commands.check import check as compare
     from launcher.core.reports import check_json, check_text
+    from launcher.errors import SparkLaunchError
     from launcher.operations.gate import NodesDisagree
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
         report = compare(chosen, probe=not no_probe, fresh=fresh, collective=not no_collective)
+        errors, total = unreachable_in(chosen.clusters.values())
     if as_json:
         echo(check_json(report))
         return report.exit_status
+    if errors:  # nothing was compared: no table, the nodes not reached and why
+        say_unreachable(errors, total, "nothing was compared")
+        return ExitStatus.UNREACHABLE
+    echo(check_text(report, screen()))  # the table on stdout, the verdict with the problems
     if not report.ok:
-        raise NodesDisagree(report)
-    echo(check_text(report, screen()))
+        echo(f"spark-launch: {SparkLaunchError.render(NodesDisagree(report))}", err=True)
+        return report.exit_status
     return ExitStatus.OK
 
 

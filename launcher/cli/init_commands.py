@@ -14,7 +14,7 @@ import click
 
 from launcher.cli import candidates
 from launcher.cli.progress import Printer
-from launcher.cli.shared import JSON, connect_timeout, connecting, echo, ssh_options
+from launcher.cli.shared import JSON, connect_timeout, connecting, echo, say_unreachable, ssh_options
 from launcher.core.spec.spec_checks import ssh_target_problem
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -58,14 +58,20 @@ def check_install(venv: str | None, image: str | None) -> None:
 
 
 @contextmanager
-def ssh_to(names: tuple[str, ...], hosts: tuple[str, ...], ssh_config: str | None) -> Iterator[Executor]:
-    """SSH onto the hosts by node name (fabric is imported only here), closed after."""
+def ssh_to(
+    names: tuple[str, ...], hosts: tuple[str, ...], ssh_config: str | None, need_all: bool = False
+) -> Iterator[Executor]:
+    """SSH onto the hosts by node name (fabric is imported only here), closed after. `need_all`:
+    refuse, naming every host not reached (each once, with its fix), before anything is asked."""
+    from launcher.node.cluster import Unreachable
     from launcher.node.ssh import SshExecutor
 
     executor = SshExecutor(dict(zip(names, hosts, strict=True)), ssh_config, connect_timeout())
     try:
         Printer().info(connecting(len(hosts), ssh_config).replace("node(s)", "host(s)"))
-        executor.reach(list(names))  # the hosts that fail are named together, each once
+        down = executor.reach(list(names))  # the hosts that fail are named together, each once
+        if down and need_all:
+            raise Unreachable(dict(down), len(names), "no spec was written")
         yield executor
     finally:
         executor.close()
@@ -137,7 +143,7 @@ def init(
     )
     config = str(Path(ssh_config).expanduser().absolute()) if ssh_config else None
     request = InitRequest(host_list, cluster or "cluster", model, venv, image, config)
-    with ssh_to(request.names, host_list, config) as executor:
+    with ssh_to(request.names, host_list, config, need_all=True) as executor:
         result = run_init(executor, request, output if output != "-" else "cluster.yaml", Printer())
     if output == "-":
         echo(result.spec.text, nl=False)
@@ -236,7 +242,9 @@ def facts(
     out: dict[str, Any] = {}
     for (name, answer), host in zip(answers.items(), host_list, strict=True):
         out[name] = (
-            {"ssh": host, **answer} if isinstance(answer, dict) else {"ssh": host, "error": answer.render()}
+            {"ssh": host, **answer}
+            if isinstance(answer, dict)
+            else {"ssh": host, "error": answer.reason, "hint": answer.hint}
         )
     if as_json:
         echo(json.dumps(out, indent=2))
@@ -244,5 +252,8 @@ def facts(
         from launcher.core.init.facts_view import facts_text
 
         echo(facts_text(out))
-    failed = any("error" in f for f in out.values())
-    return ExitStatus.UNREACHABLE if failed else ExitStatus.OK
+    failed = {n: a for n, a in answers.items() if not isinstance(a, dict)}
+    if failed:
+        say_unreachable(failed, len(answers), "no facts from them")
+        return ExitStatus.UNREACHABLE
+    return ExitStatus.OK

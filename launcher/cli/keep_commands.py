@@ -22,7 +22,9 @@ from launcher.cli.shared import (
     SSH_CONFIG,
     echo,
     open_deployments,
+    say_unreachable,
     secret_values,
+    unreachable_in,
 )
 from launcher.errors import ExitStatus
 
@@ -215,6 +217,7 @@ def diagnose(
         files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__, why)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"
     size = write_bundle(files, out, f"spark-launch-diagnose-{name}-{stamp}")
+    errors, total = unreachable_in([cluster])
     if as_json:
         missing = sorted(
             p.split("/")[1] for p in files if p.startswith("nodes/") and p.endswith("/error.txt")
@@ -223,6 +226,9 @@ def diagnose(
         echo(json.dumps(summary, indent=2))
     else:
         echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
+    if errors:  # the bundle holds what the others said; without any node it holds little
+        say_unreachable(errors, total, "the bundle has only an error.txt for each")
+        return ExitStatus.UNREACHABLE if len(errors) == total else ExitStatus.OK
     return ExitStatus.OK
 
 

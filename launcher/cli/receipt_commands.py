@@ -110,6 +110,7 @@ def lock(spec: str, ssh_config: str | None) -> ExitStatus:
     from launcher.commands.lock import write_lock
 
     with open_cluster(spec, ssh_config) as cluster:
+        cluster.require_all("no lock was written")  # a lock of some nodes only would hold nothing
         path, nodes = write_lock(cluster, spec)
     counts = ", ".join(f"{n} ({len(e)} entries)" for n, e in nodes.items())
     echo(f"wrote {path}: {counts}; review it with `git diff {path.name}`")

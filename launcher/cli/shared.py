@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands tha
     from launcher.core.fleet_plan import Fleet
     from launcher.core.terminal import Screen
     from launcher.load import Judged
-    from launcher.node.cluster import Cluster
+    from launcher.node.cluster import Cluster, Reached
     from launcher.node.executor import NodeError
     from launcher.node.ssh import SshExecutor
     from launcher.operations.fleet import Deployments
@@ -159,8 +159,8 @@ def open_deployments(
         try:
             fleet, sources = fleet_for_nodes(document, executor, Printer())
         except NodeError as exc:  # a head the plan needs cannot be reached: plan without it, if it can
-            if not unreachable:
-                raise
+            if not unreachable:  # not connected first: every node tried now, each named if down
+                unreachable = {exc.node: exc, **executor.reach([n for n in nodes if n != exc.node])}
             fleet, sources = _without_heads(judgement, unreachable, exc.node), {}
         chosen = fleet.select(deployment)
         clusters = {
@@ -193,7 +193,7 @@ def _without_heads(judgement: Judged, unreachable: dict[str, NodeError], head: s
         return judgement.fleet
     raise Unreachable(
         dict(unreachable),
-        len(unreachable),
+        len(judgement.file.nodes),
         f"the plan needs what only {head} holds (the model's config.json, or its vLLM's flags)",
     )
 
@@ -212,9 +212,31 @@ def api_key_for(secrets: Sequence[str]) -> str | None:
 
 def connecting(count: int, ssh_config: str | None) -> str:
     """The line shown while every node is being connected to."""
+    from launcher.node.ssh_failures import config_name
+
     timeout = connect_timeout()
     bound = f"{timeout:g} s" if timeout else "its ConnectTimeout, else 10 s"
-    return f"connecting to {count} node(s) through {ssh_config or '~/.ssh/config'} (each within {bound})"
+    return f"connecting to {count} node(s) through {config_name(ssh_config)} (each within {bound})"
+
+
+def unreachable_in(clusters: Iterable[Reached]) -> tuple[dict[str, SparkLaunchError], int]:
+    """Every node of these clusters not reached, each once (a node in several deployments too),
+    and how many nodes they have together."""
+    errors: dict[str, SparkLaunchError] = {}
+    names: dict[str, None] = {}
+    for cluster in clusters:
+        names.update(dict.fromkeys(cluster.names))
+        for name, error in cluster.unreachable.items():
+            errors.setdefault(name, error)
+    return errors, len(names)
+
+
+def say_unreachable(errors: dict[str, SparkLaunchError], total: int, consequence: str) -> None:
+    """The one way every command names the nodes it could not reach, on stderr: how many, which,
+    what that means for the command, then each node's reason and the `ssh` line that tests it."""
+    from launcher.node.cluster import Unreachable
+
+    echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)
 
 
 def secret_values(names: Sequence[str]) -> dict[str, str]:

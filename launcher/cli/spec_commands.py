@@ -54,7 +54,7 @@ def plan(
     \b
     Examples:
       spark-launch plan configs/qwen3-next-2x-spark.yaml
-      spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
+      spark-launch plan cluster.yaml --json | jq '.deployments[0].nodes[1].argv'
       spark-launch plan cluster.yaml --from-head
       spark-launch plan configs/qwen3-next-2x-spark-v032.yaml --compare-release 0.33.0
     """
@@ -110,10 +110,9 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
         {"nodes": len(d.plan.nodes), "vllm_version": d.plan.vllm_version, "plan": d.plan.digest}
         for d in fleet.deployments
     ]
-    if as_json:
+    if as_json:  # every deployment in a list (one deployment: a list of one)
         named = [{"deployment": d.name, **one} for d, one in zip(fleet.deployments, summaries, strict=True)]
-        each = {"deployments": named} if fleet.multi else summaries[0]
-        echo(json.dumps({"file": spec, "ok": True, **each, "problems": []}, indent=2))
+        echo(json.dumps({"file": spec, "ok": True, "deployments": named, "problems": []}, indent=2))
         return ExitStatus.OK
     for d, one in zip(fleet.deployments, summaries, strict=True):
         name = f" deployment {d.name}" if fleet.multi else ""

@@ -136,11 +136,11 @@ class SshExecutor:
         conn = Connection(self.targets[node], config=config)
         hop: Any = conn
         while isinstance(hop, Connection):  # every ProxyJump hop by the final host's rules
-            self._setup(node, hop)
+            self._setup(node, hop, hop is not conn)
             hop = hop.gateway
         return conn
 
-    def _setup(self, node: str, conn: Connection) -> None:
+    def _setup(self, node: str, conn: Connection, hop: bool) -> None:
         """Timeouts, ciphers and host-key checking of one connection (a hop's too), by its Host block."""
         # fabric reads ConnectTimeout (as whole seconds) for the TCP connection only; the greeting,
         # the handshake and the authentication each get the same bound, or a silent peer holds us.
@@ -163,7 +163,9 @@ class SshExecutor:
         else:
             conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         identities = " ".join(conn.ssh_config.get("identityfile", [])) or "ssh-agent and the default keys"
-        log.info("%s: %s; StrictHostKeyChecking %s; %s", node, self._target(node, conn), strict, identities)
+        log.info(
+            "%s: %s; StrictHostKeyChecking %s; %s", node, self._target(node, conn, hop), strict, identities
+        )
 
     @contextmanager
     def _errors(self, node: str, conn: Connection | None = None, since: float = 0.0) -> Iterator[None]:
@@ -179,7 +181,7 @@ class SshExecutor:
                     node, lost(detail), "the node may have rebooted or the network dropped"
                 ) from None
             hop = hop_of(conn, exc)
-            target = self._target(node, hop or conn)
+            target = self._target(node, hop or conn, hop is not None)
             kind, detail = kind_of(exc)
             if kind == "no-greeting" and time.monotonic() - since < target.timeout / 2:
                 kind = "closed"  # it hung up long before the timeout: no SSH server, or one refusing us
@@ -188,10 +190,10 @@ class SshExecutor:
                 node, f"the ProxyJump hop {hop.original_host}: {reason}" if hop else reason, hint
             ) from None
 
-    def _target(self, node: str, conn: Connection) -> Target:
+    def _target(self, node: str, conn: Connection, hop: bool = False) -> Target:
         """The node's target as its ssh_config resolved it, for the failure's words."""
         return Target(
-            alias=self.targets[node] if conn.original_host == self.targets[node] else str(conn.original_host),
+            alias=str(conn.original_host) if hop else self.targets[node],  # a hop: its own alias
             user=str(conn.user),
             host=str(conn.host),
             port=int(conn.port),

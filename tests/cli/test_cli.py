@@ -27,7 +27,10 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 def test_plan_json_shape() -> None:
     code, out, _ = run_cli("plan", QWEN, "--json")
     assert code == 0
-    doc = json.loads(out)
+    whole = json.loads(out)
+    assert set(whole) == {"cluster", "deployments"} and len(whole["deployments"]) == 1  # a list of one
+    doc = whole["deployments"][0]
+    assert doc["deployment"] == whole["cluster"] == "spark-pair"
     assert {"cluster", "vllm_version", "nodes", "derived"} <= set(doc)
     assert [n["name"] for n in doc["nodes"]] == ["spark-1", "spark-2"]
     for node in doc["nodes"]:

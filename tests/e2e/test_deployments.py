@@ -51,7 +51,8 @@ def served(testbed: Path) -> Iterator[dict[str, Any]]:
 
 
 def test_both_deployments_answer_through_the_endpoint(served: dict[str, Any]) -> None:
-    assert set(served["up"]["deployments"]) == {"big", "small"} and served["up"]["endpoint"] == ENDPOINT
+    assert {d["deployment"] for d in served["up"]["deployments"]} == {"big", "small"}
+    assert served["up"]["endpoint"] == ENDPOINT
     status, models = ask(f"{ENDPOINT}/models")
     assert status == 200 and {m["id"] for m in models["data"]} == {BIG, SMALL}
     status, big = ask(f"{ENDPOINT}/completions", {"model": BIG, "prompt": "w5 w6 w7", "max_tokens": 2})
@@ -80,8 +81,8 @@ def test_status_json_names_each_deployment(served: dict[str, Any]) -> None:
 def test_verify_proves_each_deployment_and_logs_name_it(served: dict[str, Any]) -> None:
     done = cli("verify", SPEC, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    found = json.loads(done.stdout)
-    assert set(found) == {"big", "small"} and all(v["ok"] for v in found.values())
+    found = json.loads(done.stdout)["deployments"]
+    assert {d["deployment"] for d in found} == {"big", "small"} and all(d["ok"] for d in found)
     lines = cli("logs", SPEC, "-n", "2").stdout.splitlines()
     assert {line.split(" | ")[0].strip() for line in lines} == {"big/node1", "big/node2", "small/node2"}
     endpoint = cli("logs", SPEC, "--endpoint", "-n", "3").stdout.splitlines()

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import BED, cli, marked_processes
+from tests.e2e.conftest import BED, cli, marked_processes, only
 
 pytestmark = pytest.mark.testbed
 
@@ -103,10 +103,10 @@ def test_up_serves_with_the_spec_as_written(written: dict[str, Any]) -> None:
     try:
         up = cli("up", spec, "--no-probe", "--json", timeout=900)  # check ran above, probe included
         assert up.returncode == 0, up.stderr[-3000:]
-        assert json.loads(up.stdout)["url"] == "http://10.97.0.1:8000/v1"
+        assert only(up.stdout)["url"] == "http://10.97.0.1:8000/v1"
         verify = cli("verify", spec, "--json", timeout=300)
         assert verify.returncode == 0, verify.stdout + verify.stderr
-        assert all(c["ok"] for c in json.loads(verify.stdout)["checks"])
+        assert all(c["ok"] for c in only(verify.stdout)["checks"])
     finally:
         cli("down", spec, "--grace", "5")
     assert marked_processes(CLUSTER) == []
