@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.cache import cached_model_files, learned_catalog
-from launcher.catalogs import known_versions, load_catalog
+from launcher.catalogs import known_versions, load_catalog, router_key
 from launcher.core.fleet_plan import Fleet, build_fleet, port_problems
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.rules.caching import SETTLE
@@ -298,8 +298,18 @@ def _planned(
     if len(plans) == len(specs) and specs:
         problems += port_problems(file, specs, plans)
         if not problems:
-            fleet = build_fleet(file, specs, plans)
+            fleet = build_fleet(file, specs, plans, _router_venv(file))
     return fleet, list(dict.fromkeys(problems))
+
+
+def _router_venv(file: SpecFile) -> str:
+    """Where the endpoint's router runs when the spec names no venv: the launcher's own, on the
+    head, keyed by the router lock's hash (read only for a spec with such an endpoint)."""
+    if file.endpoint is None or file.endpoint.venv is not None:
+        return ""
+    from launcher.core.router import managed_venv  # a spec with an endpoint only
+
+    return managed_venv(router_key())
 
 
 def plan_fleet(path: str | Path, inputs: Inputs | None = None) -> Fleet:
@@ -317,7 +327,7 @@ def fleet_of(document: Document, inputs: Inputs | None = None) -> Fleet:
         plans = _plans(file, specs, problems, inputs or Offline())
         if len(plans) == len(specs) and specs:
             problems += port_problems(file, specs, plans)
-            fleet = build_fleet(file, specs, plans)
+            fleet = build_fleet(file, specs, plans, _router_venv(file))
     if problems or fleet is None:
         raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
     return fleet

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from launcher.cli.fleet_output import down_said, print_dry_run, up_said
@@ -246,5 +248,7 @@ def down(
     from launcher.commands.down import down_fleet
 
     with reach_deployments(spec, ssh_config, deployment) as chosen:
-        results = down_fleet(chosen, grace, Printer())
+        wanted = chosen.endpoint.plan.secrets if chosen.endpoint is not None else ()
+        present = {n: os.environ[n] for n in wanted if n in os.environ}  # the router's, to route anew
+        results = down_fleet(chosen, grace, Printer(), present)
         return down_said(chosen, results, as_json)

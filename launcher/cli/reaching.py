@@ -42,7 +42,7 @@ def reach_deployments(
     executor = next(iter(chosen.clusters.values())).executor
     try:
         unreachable = reach_nodes(executor, _all_nodes(chosen), config, reach)  # type: ignore[arg-type]
-        for cluster in chosen.clusters.values():
+        for cluster in [*chosen.clusters.values(), *getattr(chosen, "every", {}).values()]:
             cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
         yield chosen
     finally:
@@ -66,9 +66,10 @@ def _planned(
     if fleet.endpoint is not None:
         nodes[fleet.endpoint.node.name] = fleet.endpoint.node.ssh
     executor, api_key = ssh_executor(nodes, config), api_key_for(first.secrets)
-    clusters = {d.name: Cluster(d.spec, d.plan, executor, api_key) for d in picked}
+    every = {d.name: Cluster(d.spec, d.plan, executor, api_key) for d in fleet.deployments}
+    clusters = {d.name: every[d.name] for d in picked}
     endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
-    return Deployments(fleet, clusters, endpoint, deployment is None), config
+    return Deployments(fleet, clusters, endpoint, deployment is None, every), config
 
 
 def _unplanned(

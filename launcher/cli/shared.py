@@ -162,14 +162,16 @@ def open_deployments(
             if not unreachable:  # not connected first: every node tried now, each named if down
                 unreachable = {exc.node: exc, **executor.reach([n for n in nodes if n != exc.node])}
             fleet, sources = _without_heads(judgement, unreachable, exc.node), {}
-        chosen = fleet.select(deployment)
-        clusters = {
-            d.name: Cluster(d.spec, d.plan, executor, api_key, sources.get(d.spec.name)) for d in chosen
+        chosen = {d.name for d in fleet.select(deployment)}
+        every = {
+            d.name: Cluster(d.spec, d.plan, executor, api_key, sources.get(d.spec.name))
+            for d in fleet.deployments
         }
-        for cluster in clusters.values():
+        for cluster in every.values():
             cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
+        clusters = {n: c for n, c in every.items() if n in chosen}
         endpoint = Endpoint(fleet.endpoint, executor, api_key) if fleet.endpoint else None
-        yield Deployments(fleet, clusters, endpoint, deployment is None)
+        yield Deployments(fleet, clusters, endpoint, deployment is None, every)
     finally:
         executor.close()
 

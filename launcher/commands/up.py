@@ -16,7 +16,7 @@ from launcher.operations.fleet import Board, Deployments, Prefixed, each
 from launcher.operations.gate import NodesDisagree, merge_reports, run_check, with_endpoint
 from launcher.operations.reporter import Reporter
 from launcher.operations.running.cluster_status import status
-from launcher.operations.running.endpoint import start_endpoint, stop_endpoint
+from launcher.operations.running.endpoint import ensure_router, route_running, stop_endpoint
 from launcher.operations.running.page_cache import drop_caches
 from launcher.operations.running.starting import Interrupted, UpOptions, UpResult, up
 from launcher.operations.running.stopping import stop_reachable
@@ -66,8 +66,12 @@ def _start_all(
     board = Board(reporter)
     say = board.reporter if deployments.fleet.multi else (lambda _: reporter)  # one: as it always said
     checked_options = replace(options, drop_caches=False)
-    # The router starts beside the deployments (it needs none of them to listen).
-    endpoint = Background(lambda: _endpoint(deployments, secret_values, board.reporter("endpoint")))
+    # The router is installed (where the launcher keeps it) and started beside the deployments, with
+    # the routes of those starting and those that run already (it needs none of them to listen).
+    others = _running_others(deployments)
+    routes = [*deployments.clusters, *others]
+    to_router = board.reporter("endpoint")
+    endpoint = Background(lambda: _endpoint(deployments, routes, secret_values, to_router))
     outcomes = each(
         deployments.clusters,
         lambda n, c: up(c, secret_values, checked_options, say(n), checked=reports.get(n)),
@@ -75,18 +79,27 @@ def _start_all(
     url = endpoint.result()
     failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
     results = {n: r for n, r in outcomes.items() if isinstance(r, UpResult)}
-    if deployments.endpoint is not None and not results and deployments.whole:
-        stop_endpoint(deployments.endpoint, options.grace)  # nothing serves behind it: leave nothing
-        url = None
+    serving = [*results, *others]
+    if deployments.endpoint is not None and serving != routes:  # a deployment failed: not offered
+        url = route_running(deployments.endpoint, serving, secret_values, to_router)
     return FleetUp(results, url, failed)
 
 
-def _endpoint(deployments: Deployments, secret_values: dict[str, str], reporter: Reporter) -> str | None:
-    return (
-        None
-        if deployments.endpoint is None
-        else start_endpoint(deployments.endpoint, secret_values, reporter)
-    )
+def _endpoint(
+    deployments: Deployments, routes: list[str], secret_values: dict[str, str], reporter: Reporter
+) -> str | None:
+    if deployments.endpoint is None:
+        return None
+    ensure_router(deployments.endpoint, reporter)
+    return route_running(deployments.endpoint, routes, secret_values, reporter)
+
+
+def _running_others(deployments: Deployments) -> list[str]:
+    """The deployments not chosen that run their plan now: the endpoint keeps routing to them."""
+    if deployments.endpoint is None or not deployments.others():
+        return []
+    found = each(deployments.others(), lambda _, c: status(c, deadline=None))
+    return [n for n, s in found.items() if isinstance(s, ClusterStatus) and s.state == "running"]
 
 
 def _not_running(deployments: Deployments) -> list[str]:

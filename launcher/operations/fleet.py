@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from launcher.core.fleet_plan import Fleet
@@ -31,6 +31,11 @@ class Deployments:
     clusters: dict[str, Cluster]
     endpoint: Endpoint | None
     whole: bool  # every deployment (no --deployment): the endpoint is started and stopped too
+    every: dict[str, Cluster] = field(default_factory=dict)  # all of the file's (the endpoint routes them)
+
+    def others(self) -> dict[str, Cluster]:
+        """The deployments not chosen (their state decides the endpoint's routes too)."""
+        return {n: c for n, c in self.every.items() if n not in self.clusters}
 
     @property
     def name(self) -> str:

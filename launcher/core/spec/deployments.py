@@ -158,12 +158,12 @@ def _check_endpoint(endpoint: EndpointSection) -> list[Problem]:
     problems = []
     if not 0 < endpoint.port < 65536:
         problems.append(Problem(("endpoint", "port"), f"must be a port number, got {endpoint.port}"))
-    if not re.match(ROUTER_BIN, endpoint.venv):
+    if endpoint.venv is not None and not re.match(ROUTER_BIN, endpoint.venv):
         problems.append(
             Problem(
                 ("endpoint", "venv"),
                 f"{endpoint.venv!r} is not an absolute path without spaces, '=' or ':'",
-                "the venv that scripts/router-venv.sh built on the head node",
+                "a venv holding the pinned router on the head node, or leave it out: `up` builds one",
             )
         )
     return problems
