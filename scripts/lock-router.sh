@@ -26,5 +26,10 @@ title="The endpoint's router: litellm[proxy]==$version and every package it need
 for Linux nodes (CPU-CPython, below: targets). router-venv.sh (beside it) installs from this file
 with pip install --require-hashes --no-deps --only-binary :all: (no other file, no other package).
 Another kind of node: add it to ROUTER_TARGETS and run scripts/lock-router.sh (its header says how)."
-python3 "$here/lock.py" "$out" "litellm[proxy]==$version" "${args[@]}" --glibc "${GLIBC:-2.35}" \
-  --title "$title" --command "scripts/lock-router.sh $version"
+# async-timeout: redis needs it on a Python before 3.11.3 (Debian 12's python3 is 3.11.2), and pip
+# evaluates that marker with the locking Python's full version, not the target's: named here.
+# HOLD=1: keep the versions the lock pins now, and add only what is new.
+[ -z "${HOLD:-}" ] || { cp "$out" "$out.held"; args+=(--hold "$out.held"); }
+trap 'rm -f "$out.held"' EXIT
+python3 "$here/lock.py" "$out" "litellm[proxy]==$version" async-timeout "${args[@]}" \
+  --glibc "${GLIBC:-2.35}" --title "$title" --command "scripts/lock-router.sh $version"
