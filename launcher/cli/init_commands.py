@@ -102,7 +102,6 @@ def init(
 ) -> ExitStatus:
     """Write a spec from host names: every value found on the nodes, commented.
 
-    \b
     Connects to every host at once (your ssh_config: aliases, keys, host-key rules) and asks
     each: its network interfaces (addresses, link speed, the RDMA devices behind them, both
     RoCE devices of a DGX Spark port), GPUs and memory, the vLLM install, the model. Then
@@ -116,15 +115,14 @@ def init(
     machine, by boot id, share it). What it cannot decide is written as <CHOOSE> with what
     to choose from: never a guess.
 
-    \b
     Exit 0: the spec is ready (next: sync models, check, up). 2: written, but the lines it
     lists need an edit. 4: a host cannot be reached (nothing is written).
 
     \b
     Examples:
-      spark-launch init --hosts spark-1,spark-2 --model /models/Qwen3-Next-80B-A3B-Instruct --venv /opt/vllm
-      spark-launch init --hosts spark-1,spark-2 --image vllm/vllm-openai:v0.33.0 -o pair.yaml
-      spark-launch init --hosts node1,node2 --ssh-config /tmp/spark-launch-testbed/ssh_config -o -
+      spark-launch init --hosts spark-1,spark-2 --model /models/M --venv /opt/vllm
+      spark-launch init --hosts spark-1,spark-2 --image vllm/vllm-openai:v0.33.0
+      spark-launch init --hosts node1,node2 --ssh-config bed/ssh_config -o -
     """
     from launcher.commands.init import init as run_init
     from launcher.core.init.draft import InitRequest
@@ -219,7 +217,6 @@ def facts(
 ) -> ExitStatus:
     """Print what each node reports about itself: the raw facts `init` decides from.
 
-    \b
     Per node: interfaces (state, speed, addresses, the RDMA devices behind each, twins
     included), GPUs and memory, the vLLM install (the given one, or those found), the model
     (the given path checked, or the models found). Nothing is changed on the nodes. A host
@@ -228,7 +225,7 @@ def facts(
     \b
     Examples:
       spark-launch facts --hosts spark-1,spark-2 --json > facts.json
-      spark-launch facts --hosts spark-1 --venv /opt/vllm --json | jq '."spark-1".interfaces'
+      spark-launch facts --hosts spark-1 --json | jq '."spark-1".interfaces'
     """
     from launcher.commands.facts import facts as discover
     from launcher.core.init.draft import InitRequest

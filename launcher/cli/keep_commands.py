@@ -91,7 +91,6 @@ def supervise(
 ) -> ExitStatus:
     """Keep the cluster serving, in the foreground (for systemd or a terminal).
 
-    \b
     Starts the cluster unless it already runs this plan (`up`, with its check), then
     watches it: every rank through one streaming watch per node, and the head through the
     watchdog (see `status --help`) every --interval seconds. On a rank that exits, a node
@@ -108,8 +107,8 @@ def supervise(
     \b
     Examples:
       spark-launch supervise cluster.yaml
-      spark-launch supervise cluster.yaml --drop-caches --max-restarts 5 --window 7200
-      tail -f ~/.spark-launch/spark-pair/supervise.jsonl | jq -c '{time, node, what, action}'
+      spark-launch supervise cluster.yaml --drop-caches --max-restarts 5
+      tail -f ~/.spark-launch/spark-pair/supervise.jsonl | jq -c '{node, what}'
     """
     from launcher.core.serving.supervision import RestartPolicy
     from launcher.operations.running.starting import UpOptions
@@ -190,7 +189,6 @@ def diagnose(
 ) -> ExitStatus:
     """Write everything a bug report needs into one .tar.gz, secrets taken out.
 
-    \b
     The spec and its plan, `check --json`, `status` (with the watchdog), and from every
     node: its last two runs' logs (last --lines lines), state, `nvidia-smi -q`, `ip addr`
     and routes, RDMA devices, the kernel log's tail (dmesg), kernel, driver, vLLM and

@@ -51,20 +51,25 @@ def status(
 ) -> ExitStatus:
     """Show every node (running, pid, since when, which plan) and whether the head really serves.
 
+    The plan is a hash of the rendered commands: a node running another plan than
+    the spec's (drift) is flagged. /health alone stays 200 on a wedged engine (a
+    tensor-parallel rank frozen), so the watchdog also sends a 1-token completion
+    that must finish within --deadline, and reads the engine's counters on
+    /metrics before and after (requests running and waiting, tokens generated):
+
     \b
-    The plan is a hash of the rendered commands: a node running another plan than the
-    spec's (drift) is flagged. /health alone stays 200 on a wedged engine (a tensor-
-    parallel rank frozen), so the watchdog also sends a 1-token completion that must
-    finish within --deadline, and reads the engine's counters on /metrics before and after
-    (requests running and waiting, tokens generated):
-      SERVING  the completion finished in time (or the engine is busy but generating)
-      WEDGED   /health is 200, but nothing finished within the deadline and no token was
-               generated meanwhile
+      SERVING  the completion finished in time (or the engine is busy but
+               generating)
+      WEDGED   /health is 200, but nothing finished within the deadline and no
+               token was generated meanwhile
       DOWN     a rank is not running, /health is not 200, or the completion failed
-    Exit 0 when the cluster runs the spec's plan and serves, 4 when a node cannot be reached,
-    1 otherwise. --watch refreshes
-    every --every seconds: redrawn in place on a terminal, one line per refresh when piped
-    (with --json, one JSON document per line).
+      unknown  a node could not be reached (named at the end, with its fix)
+
+    Exit 0 when the cluster runs the spec's plan and serves, 4 when a node cannot
+    be reached, 1 otherwise. --watch refreshes every --every seconds: redrawn in
+    place on a terminal, one line per refresh when piped (with --json, one JSON
+    document per line). Every deployment is a list item of --json (one deployment:
+    a list of one), then the endpoint.
 
     \b
     Examples:
@@ -125,7 +130,6 @@ def logs(
 ) -> ExitStatus:
     """Print the nodes' logs of the current run, each line prefixed by its node.
 
-    \b
     A node that cannot be reached is named on stderr, the others' logs are printed, and the
     exit status is 4.
 
@@ -133,7 +137,7 @@ def logs(
     Examples:
       spark-launch logs configs/demo.yaml -n 100
       spark-launch logs cluster.yaml -f --node spark-2
-      spark-launch logs cluster.yaml --json | jq -r 'select(.node == "spark-2") | .line'
+      spark-launch logs cluster.yaml --json | jq -r 'select(.node == "n2").line'
     """
     from launcher.commands.logs import endpoint_logs, fleet_logs
 
@@ -173,7 +177,6 @@ def logs(
 def verify(spec: str, ssh_config: str | None, deployment: str | None, as_json: bool) -> ExitStatus:
     """Prove the running cluster works: a completion, and prefix-cache hits that grow.
 
-    \b
     Through the head's SSH connection: /v1/models, one completion, then (when the plan
     has prefix caching on) the same fresh prompt of more than one block sent up to three
     times, until vllm:prefix_cache_hits_total on /metrics grows by whole blocks. Prints
