@@ -379,7 +379,7 @@ def compare_file(path: str | Path, version: str) -> Comparison:
     if version not in known_versions():
         raise UnknownRelease(
             f"no catalog for vLLM {one_line(version)} to compare with; known: {', '.join(known_versions())}",
-            "--compare-release takes a supported release (see the README: adding a release)",
+            "--compare-release takes a supported release (CONTRIBUTING.md: adding a vLLM release)",
         )
     new = load_catalog(version)
     moved = dataclasses.replace(spec, vllm=dataclasses.replace(spec.vllm, version=version, flags_from=None))

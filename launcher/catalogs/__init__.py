@@ -2,8 +2,8 @@
 
 `vllm-<release>.json` is written by `scripts/gen_catalog.py` from that release's real
 package (its `vllm serve` parser and its model registry; `make catalogs`) and checked
-against it by the conformance tier. Adding a release: see "Adding a vLLM release" in the
-README (`make release VERSION=...`). Any other build's catalog is learned from its own vLLM
+against it by the conformance tier. Adding a release: "Adding a vLLM release" in
+CONTRIBUTING.md (`make release VERSION=...`). Any other build's catalog is learned from its own vLLM
 on the head node, by the same generator, and kept in the operator's cache (`launcher.cache`).
 The endpoint's router ships here too: its hashed lock (`router-requirements.txt`, written by
 `scripts/lock-router.sh`) and the script that installs from it alone (`router-venv.sh`).
