@@ -141,17 +141,22 @@ def supervise(
         path = Path(events or f"~/.spark-launch/{name}/supervise.jsonl").expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         printer = Printer()
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        with path.open("a") as log:
-            printer.info(f"events: {path}")
-            if chosen.fleet.multi or chosen.endpoint is not None:
-                from launcher.commands.supervise import supervise_fleet
+        # This command's own handlers, for as long as it runs: the process may go on (tests, a
+        # caller of main) and a later Ctrl-C must not reach this supervisor's.
+        before = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            with path.open("a") as log:
+                printer.info(f"events: {path}")
+                if chosen.fleet.multi or chosen.endpoint is not None:
+                    from launcher.commands.supervise import supervise_fleet
 
-                stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
-            else:
-                (cluster,) = chosen.clusters.values()
-                stopped = keep(cluster, values, options, _sink(log, printer), printer)
+                    stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
+                else:
+                    (cluster,) = chosen.clusters.values()
+                    stopped = keep(cluster, values, options, _sink(log, printer), printer)
+        finally:
+            for number, handler in before.items():
+                signal.signal(number, handler)
     if received and received[0] == "SIGTERM":
         return ExitStatus.OK
     echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)

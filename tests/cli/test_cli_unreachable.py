@@ -4,6 +4,7 @@ nodes" line first, every unreachable node named (not only the first), exit 4 eve
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,7 +156,12 @@ def test_every_command_names_each_unreachable_node_once_with_its_ssh_line(
     args = [*command, "--ssh-config", str(config)] if by_host else [command[0], str(spec), *command[1:]]
     if command[0] == "sync":
         args = ["sync", "models", str(spec)]
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     done = invoke(args)
+    assert (
+        signal.getsignal(signal.SIGINT),
+        signal.getsignal(signal.SIGTERM),
+    ) == handlers  # supervise's are gone
     said = done.stdout + done.stderr
     assert done.exit_code == 4, said
     silent, refused = ("n1", "n2") if not by_host else ("a", "b")
