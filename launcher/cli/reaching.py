@@ -27,6 +27,7 @@ def reach_deployments(
     name and nodes, the spec's problems printed as a warning (what runs is what the nodes'
     state says). Only a spec whose name or nodes cannot be read is refused."""
     from launcher.load import judge, read_document
+    from launcher.operations.fleet import Deployments
 
     document = read_document(spec_path)  # a file that is not YAML names no nodes: refused here
     try:
@@ -38,11 +39,12 @@ def reach_deployments(
         assert problems is not None
         chosen, config = _unplanned(document, problems, spec_path, ssh_config, deployment)
     else:
-        chosen, config = _planned(fleet, judgement.ssh_config, ssh_config, deployment)
+        chosen, config = _planned(fleet, judgement.ssh_config, deployment)
     executor = next(iter(chosen.clusters.values())).executor
     try:
         unreachable = reach_nodes(executor, _all_nodes(chosen), config, reach)  # type: ignore[arg-type]
-        for cluster in [*chosen.clusters.values(), *getattr(chosen, "every", {}).values()]:
+        others = chosen.every.values() if isinstance(chosen, Deployments) else ()  # routed to
+        for cluster in [*chosen.clusters.values(), *others]:
             cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
         yield chosen
     finally:
@@ -53,9 +55,7 @@ def _all_nodes(chosen: Reachable) -> list[str]:
     return list(dict.fromkeys(n for c in chosen.clusters.values() for n in c.names))
 
 
-def _planned(
-    fleet: Fleet, config: str | None, ssh_config: str | None, deployment: str | None
-) -> tuple[Reachable, str | None]:
+def _planned(fleet: Fleet, config: str | None, deployment: str | None) -> tuple[Reachable, str | None]:
     from launcher.node.cluster import Cluster
     from launcher.operations.fleet import Deployments
     from launcher.operations.running.endpoint import Endpoint

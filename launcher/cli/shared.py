@@ -218,7 +218,9 @@ def connecting(count: int, ssh_config: str | None) -> str:
 
     timeout = connect_timeout()
     bound = f"{timeout:g} s" if timeout else "its ConnectTimeout, else 10 s"
-    return f"connecting to {count} node(s) through {config_name(ssh_config)} (each within {bound})"
+    config = config_name(ssh_config)
+    through = "without an ssh_config" if config == "no ssh_config" else f"through {config}"
+    return f"connecting to {count} node(s) {through} (each within {bound})"
 
 
 def unreachable_in(clusters: Iterable[Reached]) -> tuple[dict[str, SparkLaunchError], int]:
