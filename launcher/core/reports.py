@@ -127,7 +127,7 @@ def verify_text(result: Verification) -> str:
 
 
 def down_lines(result: DownResult) -> list[str]:
-    """One line per node: what `down` stopped there, and anything left."""
+    """One line per node reached: what `down` stopped there, and anything left."""
     lines = []
     for name, r in result.per_node.items():
         if r.error:
@@ -146,8 +146,7 @@ def down_lines(result: DownResult) -> list[str]:
         elif what != "nothing running":
             what += "; none left"
         lines.append(f"{name}: {what}")
-    # why, and the ssh line that tests it: said once, with every node not reached
-    lines += [f"{name}: NOT REACHED, nothing stopped there" for name in result.unreachable]
+    # A node not reached is named once, at the end, with every other one, why and the ssh line.
     return lines
 
 

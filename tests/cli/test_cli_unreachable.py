@@ -175,3 +175,11 @@ def test_every_command_names_each_unreachable_node_once_with_its_ssh_line(
         assert said.count(lines[node]) == 1, f"{node}'s ssh line, once:\n{said}"
     assert "cannot reach 2 of 2 node(s) (" in done.stderr
     assert "asking" not in said and "~/.ssh/config" not in said
+
+
+def test_down_names_each_node_once_and_no_others_when_none_was_stopped(spec: Path) -> None:
+    code, out, err = run_cli("down", str(spec))
+    assert code == 4 and out == ""
+    assert err.count("n1") == err.count("n2") == 2  # the verdict's list, then its reason and fix
+    assert "spark-launch: cannot reach 2 of 2 node(s) (n1, n2): nothing was stopped" in err
+    assert "others" not in err
