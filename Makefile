@@ -30,8 +30,8 @@ system-deps:                                        ## Python 3.11/3.12, g++, gi
 vllm-venvs:                                         ## the real vLLM releases, cached by version and Python
 	for v in $(RELEASES); do scripts/vllm-venv.sh $$v || exit 1; done
 
-router-venv:                                        ## the endpoint's router (LiteLLM proxy), from its hashed lock
-	scripts/router-venv.sh
+router-venv:                                        ## the endpoint's router (LiteLLM proxy) here, from its hashed lock
+	launcher/catalogs/router-venv.sh
 
 lock:                                               ## rewrite the hashed locks (CI's, the router's) from the index
 	scripts/lock-ci.sh && scripts/lock-router.sh

@@ -39,7 +39,8 @@ def one_up(spec: Path) -> tuple[float, float]:
     cli("down", spec, "--grace", "5")
     if done.returncode != 0:
         sys.exit(f"up {spec.name} failed:\n{done.stderr}")
-    return wall, float(json.loads(done.stdout)["seconds"])
+    (one,) = json.loads(done.stdout)["deployments"]
+    return wall, float(one["seconds"])
 
 
 def main() -> None:

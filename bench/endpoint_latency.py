@@ -78,8 +78,8 @@ def main() -> None:
         if done.returncode != 0:
             sys.exit(f"up failed:\n{done.stderr}")
         print(f"up of both deployments and the endpoint: {serve:.1f} s")
-        for name, one in json.loads(done.stdout)["deployments"].items():
-            print(f"  {name}: served in {one['seconds']:.1f} s (as measured by up)")
+        for one in json.loads(done.stdout)["deployments"]:
+            print(f"  {one['deployment']}: served in {one['seconds']:.1f} s (as measured by up)")
         for model in OWN:
             one_token(ENDPOINT, model)  # warm both paths once
             through, direct = added_latency(model, args.requests)

@@ -169,7 +169,7 @@ def main() -> None:
     kinds = [k for k in args.shells.split(",") if k]
     if not kinds or any(k not in SHELLS for k in kinds):
         parser.error(f"--shells takes {', '.join(SHELLS)}")
-    plan = json.loads(cli("plan", args.spec, "--json").stdout)
+    (plan,) = json.loads(cli("plan", args.spec, "--json").stdout)["deployments"]
     tallies = {}
     with SESSION_LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

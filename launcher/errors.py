@@ -78,11 +78,16 @@ class InputError(SparkLaunchError):
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing wrong with a spec, located by its key path (e.g. ("serve", "port"))."""
+    """One thing wrong with a spec, located by its key path (e.g. ("serve", "port")).
+
+    `cause`: a key the spec does not understand (unknown, misspelt, misplaced, written twice):
+    its value is not used, so other problems may follow from it and it is shown before them.
+    """
 
     path: tuple[str | int, ...]
     message: str
     hint: str | None = None
+    cause: bool = False
 
     @property
     def dotted(self) -> str:
@@ -113,11 +118,16 @@ class SpecError(SparkLaunchError):
             path = path[:-1]
         return self.lines.get(path, 1)
 
+    def ordered(self) -> list[Problem]:
+        """Cause before consequence: the keys not understood first (a misspelt key before what its
+        default then breaks), then the rest; each group by line."""
+        return sorted(self.problems, key=lambda p: (not p.cause, self.line_of(p.path)))
+
     def as_dicts(self) -> list[dict[str, object]]:
         """Every problem as data (`validate --json`), in the order `render` shows them."""
         return [
             {"line": self.line_of(p.path), "path": p.dotted, "message": p.message, "hint": p.hint}
-            for p in sorted(self.problems, key=lambda p: self.line_of(p.path))
+            for p in self.ordered()
         ]
 
     def render(self) -> str:
@@ -125,7 +135,7 @@ class SpecError(SparkLaunchError):
         # Names, values and YAML's own words may hold newlines or escape bytes: each problem
         # stays one located line, and what a terminal shows is what the file holds.
         out = []
-        for p in sorted(self.problems, key=lambda p: self.line_of(p.path)):
+        for p in self.ordered():
             where = f"{one_line(self.filename)}:{self.line_of(p.path)}"
             out.append(f"{where}: {one_line(p.dotted)}: {one_line(p.message)}")
             if p.hint:

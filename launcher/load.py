@@ -13,15 +13,17 @@ import dataclasses
 import json
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from hashlib import sha256
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher.cache import cached_model_files, learned_catalog
-from launcher.catalogs import known_versions, load_catalog
+from launcher.catalogs import known_versions, load_catalog, router_key
 from launcher.core.fleet_plan import Fleet, build_fleet, port_problems
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.rules.base import Sharing
+from launcher.core.rules.caching import SETTLE
 from launcher.core.spec.deployments import deployment_specs, relocate
 from launcher.core.spec.sections import Spec, SpecFile
 from launcher.core.spec.spec_checks import release_problem
@@ -30,7 +32,7 @@ from launcher.core.spec.yamlsource import MAX_BYTES, Document, decode, load_docu
 from launcher.core.vllm.catalog import Catalog
 from launcher.core.vllm.models import WEIGHT_SUFFIXES, ModelFacts, ModelFiles, facts_of
 from launcher.core.vllm.releases import Release, UnknownRules, release_for
-from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, one_line
+from launcher.errors import ExitStatus, InputError, Problem, SparkLaunchError, SpecError, one_line
 
 if TYPE_CHECKING:  # only --compare-release needs it: not paid by every plan
     from launcher.core.receipts.upgrade import Comparison
@@ -219,6 +221,117 @@ def read_file(path: str | Path) -> tuple[Document, SpecFile]:
     return document, file
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """A spec file judged on this machine, before any node is asked: its document, its file, the
+    offline plan when it plans here (None when only the head can settle what is left: `pending`),
+    and the ssh_config file to use."""
+
+    document: Document
+    file: SpecFile
+    fleet: Fleet | None
+    pending: SpecError | None
+    ssh_config: str | None
+
+
+def judge(
+    path: str | Path,
+    ssh_config: str | None = None,
+    secrets: Mapping[str, str] | None = None,
+    document: Document | None = None,
+    connect: bool = True,
+) -> Judged:
+    """Every problem this machine can find in a spec file, before any connection: what `validate`
+    reports, the spec's ssh_config file missing, and (given this environment as `secrets`) each
+    secret the spec names that is not set in it. One SpecError with all of them, causes first;
+    only what the head alone can settle (the model's kind where its config.json is not here, the
+    flags of a build without a catalog here) is left `pending` for the commands that reach it.
+    `ssh_config`: the --ssh-config option (an InputError when that file is missing); `document`:
+    the file, when read already; `connect`: the command connects (else its ssh_config file is
+    not needed here: `up --dry-run`)."""
+    document = document or read_document(path)
+    file, problems = validate_file(document.data)
+    if file is None:
+        raise document.error(problems)
+    config = ssh_config_path(path, ssh_config, file.ssh_config)
+    problems += _here_problems(file, ssh_config, config if connect else None, secrets)
+    fleet, planned = _planned(document, file, problems)
+    lacking = any(lacking_here(s) for s in deployment_specs(file) if s.nodes)
+    final = [p for p in planned if not (lacking and settled_by_head(p))]
+    if final:
+        raise document.error(planned)
+    pending = document.error(planned) if planned else None
+    return Judged(document, file, fleet, pending, config)
+
+
+def settled_by_head(problem: Problem) -> bool:
+    """A problem the head's own files settle: the model's kind (its config.json), a build's flags."""
+    return problem.hint in (SETTLE, LEARN)
+
+
+def ssh_config_path(spec_path: str | Path, given: str | None, in_spec: str | None) -> str | None:
+    """The ssh_config to use: the option's, else the spec's (relative to the spec's folder)."""
+    config = given or in_spec
+    if config and not given and not Path(config).expanduser().is_absolute():
+        config = str(Path(spec_path).parent / config)
+    return config
+
+
+def _here_problems(
+    file: SpecFile, given: str | None, config: str | None, secrets: Mapping[str, str] | None
+) -> list[Problem]:
+    """What this machine lacks for the spec: its ssh_config file, the secrets' values."""
+    if given is not None and not Path(given).expanduser().is_file():
+        raise InputError(
+            f"ssh_config file {one_line(given)} does not exist", "fix --ssh-config, or leave it out"
+        )
+    problems = []
+    if given is None and config is not None and not Path(config).expanduser().is_file():
+        problems.append(
+            Problem(
+                ("ssh_config",),
+                f"the file {one_line(config)} does not exist",
+                "fix the path (a relative one is read from the spec's folder), or remove the key to "
+                "use ~/.ssh/config",
+            )
+        )
+    for i, name in enumerate(file.secrets if secrets is not None else ()):
+        if name not in secrets:  # type: ignore[operator]
+            problems.append(
+                Problem(
+                    ("secrets", i),
+                    f"{name} is not set in this environment",
+                    f"export {name}=... where you run spark-launch (its value never reaches argv, "
+                    "logs or the plan)",
+                )
+            )
+    return problems
+
+
+def _planned(
+    document: Document, file: SpecFile, problems: list[Problem]
+) -> tuple[Fleet | None, list[Problem]]:
+    """The offline plan of a valid-enough file, and every problem (the file's and the plan's)."""
+    specs = deployment_specs(file)
+    plans = _plans(file, specs, problems, Offline())
+    fleet = None
+    if len(plans) == len(specs) and specs:
+        problems += port_problems(file, specs, plans)
+        if not problems:
+            fleet = build_fleet(file, specs, plans, _router_venv(file))
+    return fleet, list(dict.fromkeys(problems))
+
+
+def _router_venv(file: SpecFile) -> str:
+    """Where the endpoint's router runs when the spec names no venv: the launcher's own, on the
+    head, keyed by the router lock's hash (read only for a spec with such an endpoint)."""
+    if file.endpoint is None or file.endpoint.venv is not None:
+        return ""
+    from launcher.core.router import managed_venv  # a spec with an endpoint only
+
+    return managed_venv(router_key())
+
+
 def plan_fleet(path: str | Path, inputs: Inputs | None = None) -> Fleet:
     """Read a spec file and plan every deployment (offline unless `inputs` says otherwise);
     every problem, of any stage, in one SpecError."""
@@ -234,7 +347,7 @@ def fleet_of(document: Document, inputs: Inputs | None = None) -> Fleet:
         plans = _plans(file, specs, problems, inputs or Offline())
         if len(plans) == len(specs) and specs:
             problems += port_problems(file, specs, plans)
-            fleet = build_fleet(file, specs, plans)
+            fleet = build_fleet(file, specs, plans, _router_venv(file))
     if problems or fleet is None:
         raise document.error(list(dict.fromkeys(problems)))  # planning repeats a few spec checks
     return fleet
@@ -287,7 +400,7 @@ def compare_file(path: str | Path, version: str) -> Comparison:
     if version not in known_versions():
         raise UnknownRelease(
             f"no catalog for vLLM {one_line(version)} to compare with; known: {', '.join(known_versions())}",
-            "--compare-release takes a supported release (see the README: adding a release)",
+            "--compare-release takes a supported release (CONTRIBUTING.md: adding a vLLM release)",
         )
     new = load_catalog(version)
     moved = dataclasses.replace(spec, vllm=dataclasses.replace(spec.vllm, version=version, flags_from=None))

@@ -78,12 +78,20 @@ def download(pip: list[str], target: str, glibc: str, folder: Path, args: list[s
         raise SystemExit(f"lock.py: pip could not get wheels for {target} (above: why)")
 
 
-def lock(requirements: list[str], targets: list[str], glibc: str, work: Path) -> dict[str, dict[str, str]]:
-    """canonical name -> {version, and each file's name -> its sha256}, across every target."""
+def lock(
+    requirements: list[str], targets: list[str], glibc: str, work: Path, hold: Path | None = None
+) -> dict[str, dict[str, str]]:
+    """canonical name -> {version, and each file's name -> its sha256}, across every target.
+    `hold`: a requirements file whose versions the resolution keeps (the lock as it is)."""
     venv.create(work / "venv", with_pip=True)
     pip = [str(work / "venv" / "bin" / "python"), "-m", "pip"]
     folders = {t: work / t for t in targets}
     pins: dict[str, str] = {}
+    if hold is not None:
+        for line in hold.read_text().splitlines():
+            found = re.match(r"^([A-Za-z0-9._-]+)==([^ \\]+)", line)
+            if found:
+                pins[canonical(found[1])] = found[2]
     for target in targets:
         folders[target].mkdir()
         constraints = work / "constraints.txt"
@@ -92,6 +100,9 @@ def lock(requirements: list[str], targets: list[str], glibc: str, work: Path) ->
         for name, (version, _) in wheels(folders[target]).items():
             if pins.setdefault(name, version) != version:
                 raise SystemExit(f"lock.py: {target} needs {name} {version}, another target {pins[name]}")
+    held = set(pins) - {n for t in targets for n in wheels(folders[t])}  # no longer needed: dropped
+    for name in held:
+        del pins[name]
     for target in targets:  # a package that only another target's resolution named
         missing = sorted(set(pins) - set(wheels(folders[target])))
         if missing:
@@ -130,9 +141,10 @@ def main() -> None:
     parser.add_argument("--glibc", default="2.35", help="the oldest glibc of the target's nodes")
     parser.add_argument("--title", default="", help="the header's first lines")
     parser.add_argument("--command", default="scripts/lock.py", help="the command named in the header")
+    parser.add_argument("--hold", type=Path, help="keep the versions this lock pins; add only what is new")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="lock-") as work:
-        locked = lock(args.requirements, args.target, args.glibc, Path(work))
+        locked = lock(args.requirements, args.target, args.glibc, Path(work), args.hold)
     args.out.write_text(render(locked, args.title, args.command, args.target))
     files = sum(len(e) - 1 for e in locked.values())
     print(f"lock.py: {args.out}: {len(locked)} packages, {files} wheels", file=sys.stderr)

@@ -2,7 +2,8 @@
 # What the tests need from the system, installed with apt where a tool is missing (root; Debian or
 # Ubuntu): a Python 3.11 or 3.12 with its venv module and headers, git, g++ (the CPU vLLM build
 # compiles a helper at its first request), sshd and ssh, ip, ps, nsenter, rsync, docker,
-# debootstrap, iptables, systemd-analyze, zsh and fish (shell completion is tested in each shell).
+# debootstrap, iptables, systemd-analyze, zsh and fish (shell completion is tested in each shell),
+# jq (the README's jq examples are run).
 # Nothing happens when everything is there.
 #
 # Installing docker.io would start the system's Docker daemon (and on systemd machines its
@@ -13,9 +14,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tools=(/usr/sbin/sshd ssh ssh-keygen ip ps nsenter setpriv rsync dockerd docker debootstrap iptables
-       systemd-analyze g++ git zsh fish)
+       systemd-analyze g++ git zsh fish jq)
 packages=(openssh-server openssh-client iproute2 procps util-linux rsync docker.io debootstrap iptables
-          systemd g++ git zsh fish python3 python3-venv python3-dev)
+          systemd g++ git zsh fish jq python3 python3-venv python3-dev)
 
 headers='import os, sys, sysconfig; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'
 missing=()

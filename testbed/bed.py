@@ -58,7 +58,7 @@ def _up(layout: Layout, with_vllm: bool, venv_wait: float, docker: bool) -> dict
         for directory, config in ((layout.model, model.CONFIG), (layout.dense_model, model.DENSE_CONFIG)):
             model.write_model(directory, python, config)
             model.write_weights(directory, python)
-        vllm_env.link(vllm_env.ensure_router(venv_wait), layout.router)
+        vllm_env.link(vllm_env.ensure_router_wheels(), layout.wheels)
     if docker and venv is not None:
         _ensure_docker(layout, venv)
     description = describe(layout, venv)
@@ -183,7 +183,7 @@ def describe(layout: Layout, venv: Path | None) -> dict[str, object]:
         "identity": str(layout.identity),
         "model": str(layout.model),
         "dense_model": str(layout.dense_model),
-        "router_venv": str(layout.router),
+        "router_wheels": str(layout.wheels),
         "vllm_venv": str(layout.vllm),
         "vllm": str(layout.vllm / "bin" / "vllm"),
         "vllm_venv_target": str(venv) if venv else None,

@@ -93,9 +93,9 @@ class Layout:
         return self.root / "vllm"
 
     @property
-    def router(self) -> Path:
-        """Stable symlink to the cached venv of the endpoint's router."""
-        return self.root / "router"
+    def wheels(self) -> Path:
+        """Stable symlink to the cached wheels of the router's lock: the nodes' package index."""
+        return self.root / "wheels"
 
     @property
     def description(self) -> Path:

@@ -63,10 +63,13 @@ def session_env(layout: Layout, node: Node) -> tuple[tuple[str, str], ...]:
     first on PATH): without it a node's PATH is sshd's own, and its python3 the system's.
     """
     # The node's docker CLI talks to the node's own daemon (testbed/dockerd.py), never the host's.
+    # Its pip reaches no index: the router's wheels are its index (`up` installs the router).
     own = {
         "RSYNC_RSH": f"ssh -F {layout.ssh_config}",
         "DOCKER_HOST": dockerd.docker_host(node),
         "SHLVL": "1",
+        "PIP_FIND_LINKS": str(layout.wheels),
+        "PIP_NO_INDEX": "1",
     }
     return tuple({**own, **dict(node.env)}.items())
 

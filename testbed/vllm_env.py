@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from testbed.errors import TestbedError
 from testbed.layout import VLLM_VERSION
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "vllm-venv.sh"
-ROUTER_SCRIPT = SCRIPT.with_name("router-venv.sh")
+ROUTER_LOCK = SCRIPT.parent.parent / "launcher" / "catalogs" / "router-requirements.txt"
 # py-spy beside vLLM, as an operator installs it: the stacks a dying or wedged rank leaves.
 PY_SPY = "py-spy==0.4.3"
 PY_SPY_MARKER = ".testbed-py-spy"  # in the venv: the bed added py-spy, and which
@@ -64,21 +65,24 @@ def ensure_venv(timeout: float = 1800.0) -> Path:
     return venv
 
 
-def ensure_router(timeout: float = 1800.0) -> Path:
-    """The endpoint router's venv (scripts/router-venv.sh, from its hashed lock, cached by the lock's
-    hash): a minute the first time."""
-    where = subprocess.run(
-        ["bash", str(ROUTER_SCRIPT), "--where"], stdout=subprocess.PIPE, text=True, check=False
-    )
-    if where.returncode == 0 and where.stdout.strip():
-        wait_for_other_build(Path(where.stdout.strip()), timeout)
-    proc = subprocess.run(["bash", str(ROUTER_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False)
-    built = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
-    if proc.returncode != 0 or built is None or not (built / "bin" / "litellm").exists():
-        raise TestbedError(
-            f"building the router venv failed ({proc.returncode})", f"run `bash {ROUTER_SCRIPT}` to see why"
-        )
-    return built
+def ensure_router_wheels() -> Path:
+    """The wheels of the router's lock, for this machine's CPU and Python (the nodes'), in a folder
+    cached by the lock's hash: the bed's nodes reach no package index, so their pip is pointed at
+    it (sshd's SetEnv, as a site points its nodes at a mirror) when `up` installs the router on
+    the head. A minute the first time (every wheel's hash checked), at once after."""
+    lock = ROUTER_LOCK
+    key = hashlib.sha256(lock.read_bytes()).hexdigest()[:12]
+    cache = Path(os.environ.get("SPARK_LAUNCH_CACHE", Path.home() / ".cache" / "spark-launch"))
+    folder = cache / "wheels" / f"router-{key}"
+    if (folder / ".complete").exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    pip = [sys.executable, "-m", "pip", "download", "-q", "--require-hashes", "--no-deps"]
+    pip += ["--only-binary", ":all:", "-r", str(lock), "-d", str(folder)]
+    if subprocess.run(pip, stdout=subprocess.DEVNULL, check=False).returncode != 0:
+        raise TestbedError("downloading the router's wheels failed", f"run `{' '.join(pip)}` to see why")
+    (folder / ".complete").touch()
+    return folder
 
 
 def ensure_py_spy(venv: Path) -> Path:

@@ -415,7 +415,7 @@ CORE_ORDER = (
     ("spec",),
     ("vllm",),
     ("rules",),
-    ("plan", "render", "remote", "rows", "fleet_plan", "endpoint_plan"),
+    ("plan", "render", "remote", "rows", "fleet_plan", "endpoint_plan", "router"),
     ("sync",),
     ("answers",),
     ("checks", "init", "serving"),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import re
 import shlex
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,7 +150,8 @@ def commands_in(path: Path) -> list[Command]:
 
 
 README = ROOT / "README.md"
-ALL = [command for path in (README, *RUNBOOKS) for command in commands_in(path)]
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+ALL = [command for path in (README, CONTRIBUTING, *RUNBOOKS) for command in commands_in(path)]
 SPARK = [c for c in ALL if c.tool == "spark-launch"]
 MAKE = [c for c in ALL if c.tool == "make"]
 
@@ -236,6 +239,59 @@ RUNNABLE = [
 def test_the_readme_starts_with_the_two_commands_that_set_up_a_fresh_machine() -> None:
     first = sh_blocks(README.read_text())[0]
     assert first[0] == 4 and [line.split("#")[0].strip() for line in first[1]] == ["make demo", "make test"]
+    assert all("a scratch machine only (root, apt, Docker)" in line for line in first[1])
+
+
+def test_the_readme_is_an_operators_page_in_its_order() -> None:
+    """What it is, getting it, SSH, the first hour, securing the API, logs, upgrading, uninstalling,
+    then the exit codes; the test bed and the contributor's material in CONTRIBUTING.md."""
+    text = README.read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert headings == [
+        "## Get it",
+        "## SSH, checked once by hand",
+        "## The first hour",
+        "## Securing the API",
+        "## Where the logs are",
+        "## Upgrading",
+        "## Uninstalling",
+        "## Exit codes",
+    ]
+    assert "git clone" in text and "pipx install ." in text and "~/.local/bin" in text
+    assert "make install" not in text and "make install" not in (DEPLOY / "first-bring-up.md").read_text()
+    for moved in ("make fast", "make conformance", "make release", "### Layout", "make bench"):
+        assert moved not in text and moved.lstrip("# ") in CONTRIBUTING.read_text()
+    codes = re.findall(r"^\| (\d+) \|", text, re.MULTILINE)
+    assert codes == ["0", "1", "2", "3", "4", "130"]
+
+
+def jq_examples() -> list[tuple[list[str], list[str]]]:
+    """The README's `spark-launch ... | jq FILTER` lines: the command's words, and jq's."""
+    found = []
+    for _, lines in sh_blocks(README.read_text()):
+        for line in lines:
+            command, _, rest = line.split("#")[0].partition("| jq")
+            if rest and command.strip().startswith("spark-launch"):
+                found.append((shlex.split(command)[1:], ["jq", *shlex.split(rest)]))
+    return found
+
+
+def test_the_readme_has_jq_examples() -> None:
+    assert len(jq_examples()) >= 2
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (make system-deps)")
+@pytest.mark.parametrize(("command", "jq"), jq_examples(), ids=" ".join)
+def test_the_readmes_jq_examples_give_values(
+    command: list[str], jq: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each runs as shown, and its filter finds something in the output (not null)."""
+    monkeypatch.chdir(ROOT)
+    done = invoke(command)
+    assert done.exit_code == 0, done.output
+    filtered = subprocess.run(jq, input=done.stdout, capture_output=True, text=True, check=False)
+    assert filtered.returncode == 0, filtered.stderr
+    assert filtered.stdout.strip() and "null" not in filtered.stdout.split(), filtered.stdout
 
 
 def test_the_readme_shows_the_operators_first_hour_in_order() -> None:

@@ -19,7 +19,8 @@ from launcher.load import plan_fleet
 from tests.conftest import ROOT
 
 SCRIPTS = ROOT / "scripts"
-ROUTER_LOCK = SCRIPTS / "router-requirements.txt"
+ROUTER = ROOT / "launcher" / "catalogs"  # the router's lock and its install script ship with the launcher
+ROUTER_LOCK = ROUTER / "router-requirements.txt"
 CI_LOCK = ROOT / "requirements" / "ci.lock"
 MULTI = ROOT / "configs" / "multi-2x-spark.yaml"
 # What the router is told so that LiteLLM fetches nothing (core/endpoint.py says why each).
@@ -92,19 +93,19 @@ def test_every_package_of_a_lock_has_a_wheel_for_every_target(lock: Path) -> Non
 
 
 def test_the_router_venv_installs_from_the_lock_alone_with_hashes_required() -> None:
-    script = (SCRIPTS / "router-venv.sh").read_text()
+    script = (ROUTER / "router-venv.sh").read_text()
     installs = [line for line in script.splitlines() if "pip install" in line and not line.startswith("#")]
     assert installs == [
         '"$venv/bin/python" -m pip install -q --require-hashes --no-deps --only-binary :all: '
-        '-r "$requirements" >&2'
+        '-r "$requirements" >&2 </dev/null'
     ]
     assert "pip check" in script  # every package the router needs is in the lock
 
 
 def router_script_copy(folder: Path, lock: str) -> Path:
-    """scripts/router-venv.sh beside a lock of our own, for this machine's CPU and Python."""
+    """router-venv.sh beside a lock of our own, for this machine's CPU and Python."""
     folder.mkdir()
-    shutil.copy(SCRIPTS / "router-venv.sh", folder)
+    shutil.copy(ROUTER / "router-venv.sh", folder)
     (folder / "router-requirements.txt").write_text(lock)
     return folder / "router-venv.sh"
 
@@ -141,13 +142,13 @@ def test_the_router_environment_switches_off_every_remote_fetch_of_litellm(tmp_p
 
 
 def test_the_router_is_told_every_local_switch_the_locked_litellm_reads() -> None:
-    """Against the installed release (the venv scripts/router-venv.sh builds): LiteLLM names each
+    """Against the installed release (the venv `make router-venv` builds): LiteLLM names each
     remote fetch's switch LITELLM_LOCAL_*; a new one in a new release fails here."""
     venv = subprocess.run(
-        ["bash", str(SCRIPTS / "router-venv.sh"), "--where"], capture_output=True, text=True, check=False
+        ["bash", str(ROUTER / "router-venv.sh"), "--where"], capture_output=True, text=True, check=False
     ).stdout.strip()
     if not venv or not (Path(venv) / ".complete").exists():
-        pytest.skip("the router venv is not built here: scripts/router-venv.sh")
+        pytest.skip("the router venv is not built here: make router-venv")
     switches = set()
     for source in Path(venv).glob("lib/python3*/site-packages/litellm/**/*.py"):
         switches |= set(re.findall(r"\bLITELLM_LOCAL_[A-Z_]+\b", source.read_text(errors="replace")))
@@ -203,3 +204,11 @@ def test_security_md_names_every_switch_the_router_is_given_and_the_refresh_comm
         s in text
         for s in ("scripts/lock-router.sh", "scripts/lock-ci.sh", "make lock", "requirements/ci.lock")
     )
+
+
+def test_the_router_lock_and_its_install_script_ship_with_the_launcher() -> None:
+    """`up` sends both to the head from an installed launcher (pipx), not only from a checkout."""
+    tomllib = pytest.importorskip("tomllib")
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert {"router-requirements.txt", "router-venv.sh"} <= set(data["launcher.catalogs"])
+    assert ROUTER_LOCK.is_file() and (ROUTER / "router-venv.sh").is_file()

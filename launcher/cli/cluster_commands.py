@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from launcher.cli.fleet_output import down_said, print_dry_run, up_said
@@ -14,8 +16,10 @@ from launcher.cli.shared import (
     SSH_CONFIG,
     echo,
     open_deployments,
+    say_unreachable,
     screen,
     secret_values,
+    unreachable_in,
 )
 from launcher.errors import ExitStatus
 
@@ -63,7 +67,6 @@ def up(
 ) -> ExitStatus:
     """Start the cluster on every node and wait until it serves.
 
-    \b
     First runs `check` (see `spark-launch check --help`) and refuses to start nodes that
     are not alike. Then starts the planned command on every node over SSH, detached (own process group,
     pid and log per node and run, state kept on the node), then follows every rank's log
@@ -83,7 +86,8 @@ def up(
     Examples:
       spark-launch up configs/demo.yaml
       spark-launch up cluster.yaml --dry-run
-      spark-launch up cluster.yaml --dry-run --json | jq '.nodes[0].calls[].command'
+      spark-launch up cluster.yaml --dry-run --json |
+        jq '.deployments[0].nodes[0].calls[].command'
       spark-launch up cluster.yaml --replace --timeout 1800
       spark-launch up cluster.yaml --drop-caches
       spark-launch up cluster.yaml --locked
@@ -93,13 +97,13 @@ def up(
     from launcher.operations.running.starting import UpOptions
 
     if dry_run:
-        return print_dry_run(spec, deployment, as_json)
+        return print_dry_run(spec, ssh_config, deployment, as_json)
     lock = None
     if locked:
         from launcher.operations.drift import read_lock
 
         lock = read_lock(spec)
-    with open_deployments(spec, ssh_config, deployment) as chosen:
+    with open_deployments(spec, ssh_config, deployment, secrets=True) as chosen:
         for cluster in chosen.clusters.values():
             cluster.require_all("nothing was started")
         values = secret_values(chosen.fleet.secrets())
@@ -122,7 +126,7 @@ def up(
             ),
             printer,
         )
-    return up_said(result, chosen.fleet.multi or chosen.endpoint is not None, as_json)
+    return up_said(result, chosen.name, chosen.fleet.multi or chosen.endpoint is not None, as_json)
 
 
 @click.command()
@@ -151,61 +155,76 @@ def check(
     """Prove the nodes are alike before loading a single weight.
 
     \b
-    Asks every node at once, over one SSH connection each, and compares in one table:
-      vllm     the binary, release (= the spec's), build fingerprint, commit, python, torch;
-               docker runtime: the image on every node, the same by image id or repo digest
-      model    the path exists (and a local draft model's); complete (config, tokenizer,
-               every indexed shard); every file the same by sha256 (hashes cached beside
-               the model, so an unchanged model is confirmed in seconds; fix: sync models)
-      env      every VLLM_/NCCL_/GLOO_/HF_/CUDA_ variable vLLM will inherit (secrets hashed),
-               equal except the per-node network ones
-      network  interface exists and holds the address; API and master port free on the
-               head; a real TCP connection from every worker to the head's master port
-      host     kernel, NVIDIA driver and CUDA, GPU model and memory, the venv's NCCL, BIOS, NIC
-               firmware, open files; FAILS on another GPU model or NCCL (ranks then build
-               different KV-cache specs, or fail at the first collective), the rest is
-               reported; and the known regressions (a kernel or driver reported to break a
-               Spark pair), each named with its fix
-      network  the fabric port: link up, speed, MTU (FAILS when it differs: RoCE runs at the
-               path MTU), every `hca` device ACTIVE, their link layer, rate, both twins listed
-      network  (the collective preflight; --no-collective skips it) each node's own vLLM Python,
-               with exactly the env and interfaces vLLM gets, proves every TCP connection vLLM
-               opens between the nodes, in its direction (the head into each worker's message
-               queue, each worker into the head's, gloo), then times an all-reduce (gloo; NCCL
-               too on GPU nodes): a node that refuses one FAILS, named, within seconds
-      memory   per node: memory available and page cache, what the plan claims there
-               (gpu_memory_utilization x the memory on a GPU, or the system's memory on
-               unified memory such as a DGX Spark's GB10; the KV cache space on the CPU
-               build), its share of the weights and one max_model_len sequence of KV
-               cache. FAILS when they do not fit the claim, when the claim is above what is
-               available (page cache included) less 4 GiB for the system, or, on unified
-               memory, when only dropping the page cache would make room (`up --drop-caches`)
-      probe    each node's own vLLM runs create_engine_config() on exactly its planned argv
-               and env, no weights loaded: the derived settings must agree, and match the plan.
-               Each node keeps its answer, keyed by everything that decides it (vLLM's files,
-               python, argv, engine variables, the model's config and tokenizer): a repeated
-               check is answered in about a second; --fresh resolves anyway (docker runtime:
-               inside the image, with the container options `up` uses)
+    Asks every node at once, over one SSH connection each, and compares in one
+    table:
+      vllm     the binary, release (= the spec's), build fingerprint, commit,
+               python, torch; docker runtime: the image on every node, the same by
+               image id or repo digest
+      model    the path exists (and a local draft model's); complete (config,
+               tokenizer, every indexed shard); every file the same by sha256
+               (hashes cached beside the model, so an unchanged model is confirmed
+               in seconds; fix: sync models)
+      env      every VLLM_/NCCL_/GLOO_/HF_/CUDA_ variable vLLM will inherit
+               (secrets hashed), equal except the per-node network ones
+      network  interface exists and holds the address; API and master port free on
+               the head; a real TCP connection from every worker to the head's
+               master port
+      host     kernel, NVIDIA driver and CUDA, GPU model and memory, the venv's
+               NCCL, BIOS, NIC firmware, open files; FAILS on another GPU model or
+               NCCL (ranks then build different KV-cache specs, or fail at the
+               first collective), the rest is reported; and the known regressions
+               (a kernel or driver reported to break a Spark pair), each named
+               with its fix
+      network  the fabric port: link up, speed, MTU (FAILS when it differs: RoCE
+               runs at the path MTU), every `hca` device ACTIVE, their link layer,
+               rate, both twins listed
+      network  (the collective preflight; --no-collective skips it) each node's
+               own vLLM Python, with exactly the env and interfaces vLLM gets,
+               proves every TCP connection vLLM opens between the nodes, in its
+               direction (the head into each worker's message queue, each worker
+               into the head's, gloo), then times an all-reduce (gloo; NCCL too on
+               GPU nodes): a node that refuses one FAILS, named, within seconds
+      memory   per node: memory available and page cache, what the plan claims
+               there (gpu_memory_utilization x the memory on a GPU, or the
+               system's memory on unified memory such as a DGX Spark's GB10; the
+               KV cache space on the CPU build), its share of the weights and one
+               max_model_len sequence of KV cache. FAILS when they do not fit the
+               claim, when the claim is above what is available (page cache
+               included) less 4 GiB for the system, or, on unified memory, when
+               only dropping the page cache would make room (`up --drop-caches`)
+      probe    each node's own vLLM runs create_engine_config() on exactly its
+               planned argv and env, no weights loaded: the derived settings must
+               agree, and match the plan. Each node keeps its answer, keyed by
+               everything that decides it (vLLM's files, python, argv, engine
+               variables, the model's config and tokenizer): a repeated check is
+               answered in about a second; --fresh resolves anyway (docker
+               runtime: inside the image, with the container options `up` uses)
     Exit 0 when alike, 3 when the nodes disagree, 4 when a node cannot be reached.
 
     \b
     Examples:
       spark-launch check configs/demo.yaml
       spark-launch check cluster.yaml --json | jq '.rows[] | select(.ok | not)'
-      spark-launch check cluster.yaml --no-probe --no-collective   # the quick comparison only
+      spark-launch check cluster.yaml --no-probe --no-collective  # quick
     """
     from launcher.commands.check import check as compare
     from launcher.core.reports import check_json, check_text
+    from launcher.errors import SparkLaunchError
     from launcher.operations.gate import NodesDisagree
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
         report = compare(chosen, probe=not no_probe, fresh=fresh, collective=not no_collective)
+        errors, total = unreachable_in(chosen.clusters.values())
     if as_json:
         echo(check_json(report))
         return report.exit_status
+    if errors:  # nothing was compared: no table, the nodes not reached and why
+        say_unreachable(errors, total, "nothing was compared")
+        return ExitStatus.UNREACHABLE
+    echo(check_text(report, screen()))  # the table on stdout, the verdict with the problems
     if not report.ok:
-        raise NodesDisagree(report)
-    echo(check_text(report, screen()))
+        echo(f"spark-launch: {SparkLaunchError.render(NodesDisagree(report))}", err=True)
+        return report.exit_status
     return ExitStatus.OK
 
 
@@ -222,7 +241,6 @@ def down(
 ) -> ExitStatus:
     """Stop the cluster on every node, and check nothing of ours is left.
 
-    \b
     Stops every process spark-launch started for this cluster (SIGTERM, then SIGKILL
     after --grace), found by each run's session, which no process leaves by dropping a
     variable (vLLM's workers drop the marker) or changing its group: never a process that
@@ -241,5 +259,7 @@ def down(
     from launcher.commands.down import down_fleet
 
     with reach_deployments(spec, ssh_config, deployment) as chosen:
-        results = down_fleet(chosen, grace, Printer())
+        wanted = chosen.endpoint.plan.secrets if chosen.endpoint is not None else ()
+        present = {n: os.environ[n] for n in wanted if n in os.environ}  # the router's, to route anew
+        results = down_fleet(chosen, grace, Printer(), present)
         return down_said(chosen, results, as_json)

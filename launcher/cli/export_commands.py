@@ -48,7 +48,6 @@ def systemd(
 ) -> ExitStatus:
     """Print (or --install) a systemd unit running `supervise` for SPEC on this machine.
 
-    \b
     The unit starts after the network is online, runs `spark-launch supervise SPEC` as
     --user, and on `systemctl stop` sends SIGTERM: supervise stops every rank. systemd
     restarts the supervisor itself after a crash, and when a node was unreachable (exit 4),
@@ -61,8 +60,10 @@ def systemd(
     \b
     Examples:
       spark-launch export systemd cluster.yaml > spark-launch-spark-pair.service
-      sudo --preserve-env=HF_TOKEN spark-launch export systemd cluster.yaml --install --user ops
-      systemctl start spark-launch-spark-pair && journalctl -u spark-launch-spark-pair -f
+      sudo --preserve-env=HF_TOKEN spark-launch export systemd cluster.yaml \\
+        --install --user ops
+      systemctl start spark-launch-spark-pair
+      journalctl -u spark-launch-spark-pair -f
     """
     import os
     from dataclasses import replace
@@ -114,7 +115,6 @@ def systemd(
 def k8s(spec: str, out_dir: str | None, deployment: str | None) -> ExitStatus:
     """Print (or write to DIR) SPEC's deployments as Kubernetes manifests (LeaderWorkerSet).
 
-    \b
     Per deployment: a LeaderWorkerSet whose pods run the plan's argv for their rank word for
     word (LeaderWorkerSet supplies only --master-addr, --node-rank and VLLM_HOST_IP), the API's
     Service, and a ConfigMap with the plan's values: each pod's init container has its own vLLM

@@ -15,46 +15,49 @@ if TYPE_CHECKING:
     from launcher.operations.fleet import Reachable
 
 
-def up_said(result: FleetUp, multi: bool, as_json: bool) -> ExitStatus:
-    """Print what `up` did (one deployment: as it always did); raise the first failure."""
-    if not multi and not result.endpoint:
-        for failure in result.failed.values():
-            raise failure
-        (one,) = result.results.values()
-        echo(json.dumps(asdict(one), indent=2) if as_json else one.message)
-        return ExitStatus.OK
+def up_said(result: FleetUp, cluster: str, multi: bool, as_json: bool) -> ExitStatus:
+    """Print what `up` did (JSON: every deployment in a list, one deployment a list of one); raise
+    the first failure."""
     if as_json:
-        doc = {n: asdict(r) for n, r in result.results.items()}
-        failed = {n: e.render() for n, e in result.failed.items()}
-        echo(json.dumps({"deployments": doc, "failed": failed, "endpoint": result.endpoint}, indent=2))
+        done = [{"deployment": n, **asdict(r)} for n, r in result.results.items()]
+        failed = [{"deployment": n, "error": e.render()} for n, e in result.failed.items()]
+        doc = {"cluster": cluster, "deployments": done, "failed": failed, "endpoint": result.endpoint}
+        echo(json.dumps(doc, indent=2))
+    elif not multi and not result.endpoint:
+        for one in result.results.values():
+            echo(one.message)
     else:
         for name, one in result.results.items():
             echo(f"{name}: {one.message}")
         if result.endpoint:
             echo(f"endpoint: {result.endpoint} (every model by its name)")
     for name, failure in result.failed.items():
+        if not multi:
+            raise failure
         raise SparkLaunchError(f"deployment {name}: {failure.message}", failure.hint) from failure
     return ExitStatus.OK
 
 
-def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatus:
-    """`up --dry-run`: what `up` sends to each node of each chosen deployment."""
+def print_dry_run(spec: str, ssh_config: str | None, deployment: str | None, as_json: bool) -> ExitStatus:
+    """`up --dry-run`: what `up` sends to each node of each chosen deployment (the spec judged as
+    `up` judges it, its secrets set here included; nothing is asked of a node)."""
+    from launcher.cli.shared import judged
     from launcher.core.remote import dry_run_calls
     from launcher.core.views import dry_run_json, dry_run_text, endpoint_dict, endpoint_text
-    from launcher.load import plan_fleet
     from launcher.node.unit import unit_sha
 
-    fleet = plan_fleet(spec)
+    judgement = judged(spec, ssh_config, secrets=True, connect=False)
+    if judgement.fleet is None:
+        assert judgement.pending is not None
+        raise judgement.pending  # what only the head could settle: a dry run asks no node
+    fleet = judgement.fleet
     chosen = fleet.select(deployment)
     endpoint = fleet.endpoint if deployment is None else None
-    if as_json:
+    if as_json:  # every deployment in a list (one deployment: a list of one), then the endpoint
         docs = [json.loads(dry_run_json(d.plan, dry_run_calls(d.spec, d.plan, unit_sha()))) for d in chosen]
-        if not fleet.multi and endpoint is None:
-            echo(json.dumps(docs[0], indent=2))
-        else:
-            named = [{"deployment": d.name, **doc} for d, doc in zip(chosen, docs, strict=True)]
-            end = {"endpoint": endpoint_dict(endpoint)} if endpoint else {}
-            echo(json.dumps({"cluster": fleet.name, "deployments": named, **end}, indent=2))
+        named = [{"deployment": d.name, **doc} for d, doc in zip(chosen, docs, strict=True)]
+        end = {"endpoint": endpoint_dict(endpoint)} if endpoint else {}
+        echo(json.dumps({"cluster": fleet.name, "deployments": named, **end}, indent=2))
         return ExitStatus.OK
     for d in chosen:
         echo(dry_run_text(d.plan, dry_run_calls(d.spec, d.plan, unit_sha())))
@@ -64,19 +67,24 @@ def print_dry_run(spec: str, deployment: str | None, as_json: bool) -> ExitStatu
 
 
 def down_said(chosen: Reachable, results: dict[str, DownResult], as_json: bool) -> ExitStatus:
-    """What `down` left (JSON on request); exit 4 naming each node not reached, 1 when a process
-    survived SIGKILL."""
-    from launcher.core.reports import down_json
+    """What `down` left (JSON on request: every deployment in a list); exit 4 naming each node not
+    reached once, 1 when a process survived SIGKILL."""
+    from launcher.cli.shared import say_unreachable, unreachable_in
+    from launcher.core.reports import down_dict
+    from launcher.node.executor import NodeError
 
     if as_json:
-        docs = {n: json.loads(down_json(chosen.clusters[n].name, r)) for n, r in results.items()}
-        echo(json.dumps(next(iter(docs.values())) if not chosen.multi else docs, indent=2))
-    if any(r.unreachable for r in results.values()):
-        if as_json:
-            return ExitStatus.UNREACHABLE
-        for name, result in results.items():
-            if result.unreachable:
-                chosen.clusters[name].require_all("stopped on the others, not there")
+        each = [{"deployment": n, **down_dict(chosen.clusters[n].name, r)} for n, r in results.items()]
+        clean = all(d["clean"] for d in each)
+        echo(json.dumps({"cluster": chosen.name, "clean": clean, "deployments": each}, indent=2))
+    errors, total = unreachable_in(chosen.clusters.values())
+    for result in results.values():  # a node lost after it was reached, too
+        for node, why in result.unreachable.items():
+            errors.setdefault(node, NodeError(node, why))
+    if errors:
+        reached = total - len(errors)
+        say_unreachable(errors, total, "nothing was stopped" if not reached else "stopped on the others")
+        return ExitStatus.UNREACHABLE
     if not all(r.clean for r in results.values()):
         if as_json:
             return ExitStatus.FAILURE

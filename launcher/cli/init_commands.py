@@ -14,7 +14,7 @@ import click
 
 from launcher.cli import candidates
 from launcher.cli.progress import Printer
-from launcher.cli.shared import JSON, connect_timeout, connecting, echo, ssh_options
+from launcher.cli.shared import JSON, connect_timeout, connecting, echo, say_unreachable, ssh_options
 from launcher.core.spec.spec_checks import ssh_target_problem
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -58,14 +58,20 @@ def check_install(venv: str | None, image: str | None) -> None:
 
 
 @contextmanager
-def ssh_to(names: tuple[str, ...], hosts: tuple[str, ...], ssh_config: str | None) -> Iterator[Executor]:
-    """SSH onto the hosts by node name (fabric is imported only here), closed after."""
+def ssh_to(
+    names: tuple[str, ...], hosts: tuple[str, ...], ssh_config: str | None, need_all: bool = False
+) -> Iterator[Executor]:
+    """SSH onto the hosts by node name (fabric is imported only here), closed after. `need_all`:
+    refuse, naming every host not reached (each once, with its fix), before anything is asked."""
+    from launcher.node.cluster import Unreachable
     from launcher.node.ssh import SshExecutor
 
     executor = SshExecutor(dict(zip(names, hosts, strict=True)), ssh_config, connect_timeout())
     try:
         Printer().info(connecting(len(hosts), ssh_config).replace("node(s)", "host(s)"))
-        executor.reach(list(names))  # the hosts that fail are named together, each once
+        down = executor.reach(list(names))  # the hosts that fail are named together, each once
+        if down and need_all:
+            raise Unreachable(dict(down), len(names), "no spec was written")
         yield executor
     finally:
         executor.close()
@@ -96,7 +102,6 @@ def init(
 ) -> ExitStatus:
     """Write a spec from host names: every value found on the nodes, commented.
 
-    \b
     Connects to every host at once (your ssh_config: aliases, keys, host-key rules) and asks
     each: its network interfaces (addresses, link speed, the RDMA devices behind them, both
     RoCE devices of a DGX Spark port), GPUs and memory, the vLLM install, the model. Then
@@ -110,15 +115,14 @@ def init(
     machine, by boot id, share it). What it cannot decide is written as <CHOOSE> with what
     to choose from: never a guess.
 
-    \b
     Exit 0: the spec is ready (next: sync models, check, up). 2: written, but the lines it
     lists need an edit. 4: a host cannot be reached (nothing is written).
 
     \b
     Examples:
-      spark-launch init --hosts spark-1,spark-2 --model /models/Qwen3-Next-80B-A3B-Instruct --venv /opt/vllm
-      spark-launch init --hosts spark-1,spark-2 --image vllm/vllm-openai:v0.33.0 -o pair.yaml
-      spark-launch init --hosts node1,node2 --ssh-config /tmp/spark-launch-testbed/ssh_config -o -
+      spark-launch init --hosts spark-1,spark-2 --model /models/M --venv /opt/vllm
+      spark-launch init --hosts spark-1,spark-2 --image vllm/vllm-openai:v0.33.0
+      spark-launch init --hosts node1,node2 --ssh-config bed/ssh_config -o -
     """
     from launcher.commands.init import init as run_init
     from launcher.core.init.draft import InitRequest
@@ -137,7 +141,7 @@ def init(
     )
     config = str(Path(ssh_config).expanduser().absolute()) if ssh_config else None
     request = InitRequest(host_list, cluster or "cluster", model, venv, image, config)
-    with ssh_to(request.names, host_list, config) as executor:
+    with ssh_to(request.names, host_list, config, need_all=True) as executor:
         result = run_init(executor, request, output if output != "-" else "cluster.yaml", Printer())
     if output == "-":
         echo(result.spec.text, nl=False)
@@ -213,7 +217,6 @@ def facts(
 ) -> ExitStatus:
     """Print what each node reports about itself: the raw facts `init` decides from.
 
-    \b
     Per node: interfaces (state, speed, addresses, the RDMA devices behind each, twins
     included), GPUs and memory, the vLLM install (the given one, or those found), the model
     (the given path checked, or the models found). Nothing is changed on the nodes. A host
@@ -222,7 +225,7 @@ def facts(
     \b
     Examples:
       spark-launch facts --hosts spark-1,spark-2 --json > facts.json
-      spark-launch facts --hosts spark-1 --venv /opt/vllm --json | jq '."spark-1".interfaces'
+      spark-launch facts --hosts spark-1 --json | jq '."spark-1".interfaces'
     """
     from launcher.commands.facts import facts as discover
     from launcher.core.init.draft import InitRequest
@@ -236,7 +239,9 @@ def facts(
     out: dict[str, Any] = {}
     for (name, answer), host in zip(answers.items(), host_list, strict=True):
         out[name] = (
-            {"ssh": host, **answer} if isinstance(answer, dict) else {"ssh": host, "error": answer.render()}
+            {"ssh": host, **answer}
+            if isinstance(answer, dict)
+            else {"ssh": host, "error": answer.reason, "hint": answer.hint}
         )
     if as_json:
         echo(json.dumps(out, indent=2))
@@ -244,5 +249,8 @@ def facts(
         from launcher.core.init.facts_view import facts_text
 
         echo(facts_text(out))
-    failed = any("error" in f for f in out.values())
-    return ExitStatus.UNREACHABLE if failed else ExitStatus.OK
+    failed = {n: a for n, a in answers.items() if not isinstance(a, dict)}
+    if failed:
+        say_unreachable(failed, len(answers), "no facts from them")
+        return ExitStatus.UNREACHABLE
+    return ExitStatus.OK

@@ -22,7 +22,9 @@ from launcher.cli.shared import (
     SSH_CONFIG,
     echo,
     open_deployments,
+    say_unreachable,
     secret_values,
+    unreachable_in,
 )
 from launcher.errors import ExitStatus
 
@@ -89,7 +91,6 @@ def supervise(
 ) -> ExitStatus:
     """Keep the cluster serving, in the foreground (for systemd or a terminal).
 
-    \b
     Starts the cluster unless it already runs this plan (`up`, with its check), then
     watches it: every rank through one streaming watch per node, and the head through the
     watchdog (see `status --help`) every --interval seconds. On a rank that exits, a node
@@ -106,8 +107,8 @@ def supervise(
     \b
     Examples:
       spark-launch supervise cluster.yaml
-      spark-launch supervise cluster.yaml --drop-caches --max-restarts 5 --window 7200
-      tail -f ~/.spark-launch/spark-pair/supervise.jsonl | jq -c '{time, node, what, action}'
+      spark-launch supervise cluster.yaml --drop-caches --max-restarts 5
+      tail -f ~/.spark-launch/spark-pair/supervise.jsonl | jq -c '{node, what}'
     """
     from launcher.core.serving.supervision import RestartPolicy
     from launcher.operations.running.starting import UpOptions
@@ -134,23 +135,28 @@ def supervise(
         raise Terminated(received[0])
 
     # No connecting first: a node that is down now is what supervise waits out, not a reason to stop.
-    with open_deployments(spec, ssh_config, deployment, reach=False) as chosen:
+    with open_deployments(spec, ssh_config, deployment, reach=False, secrets=True) as chosen:
         values = secret_values(chosen.fleet.secrets())
         name = chosen.fleet.name if chosen.fleet.multi else next(iter(chosen.clusters.values())).spec.name
         path = Path(events or f"~/.spark-launch/{name}/supervise.jsonl").expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
         printer = Printer()
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        with path.open("a") as log:
-            printer.info(f"events: {path}")
-            if chosen.fleet.multi or chosen.endpoint is not None:
-                from launcher.commands.supervise import supervise_fleet
+        # This command's own handlers, for as long as it runs: the process may go on (tests, a
+        # caller of main) and a later Ctrl-C must not reach this supervisor's.
+        before = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            with path.open("a") as log:
+                printer.info(f"events: {path}")
+                if chosen.fleet.multi or chosen.endpoint is not None:
+                    from launcher.commands.supervise import supervise_fleet
 
-                stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
-            else:
-                (cluster,) = chosen.clusters.values()
-                stopped = keep(cluster, values, options, _sink(log, printer), printer)
+                    stopped = supervise_fleet(chosen, values, options, _sink(log, printer), printer)
+                else:
+                    (cluster,) = chosen.clusters.values()
+                    stopped = keep(cluster, values, options, _sink(log, printer), printer)
+        finally:
+            for number, handler in before.items():
+                signal.signal(number, handler)
     if received and received[0] == "SIGTERM":
         return ExitStatus.OK
     echo(f"stopped ({stopped.why}); {stopped.restarts} restart(s)", err=True)
@@ -188,7 +194,6 @@ def diagnose(
 ) -> ExitStatus:
     """Write everything a bug report needs into one .tar.gz, secrets taken out.
 
-    \b
     The spec and its plan, `check --json`, `status` (with the watchdog), and from every
     node: its last two runs' logs (last --lines lines), state, `nvidia-smi -q`, `ip addr`
     and routes, RDMA devices, the kernel log's tail (dmesg), kernel, driver, vLLM and
@@ -215,6 +220,7 @@ def diagnose(
         files = collect(cluster, spec, secret_values_present(cluster), Printer(), lines, __version__, why)
     out = output or f"spark-launch-diagnose-{name}-{stamp}.tar.gz"
     size = write_bundle(files, out, f"spark-launch-diagnose-{name}-{stamp}")
+    errors, total = unreachable_in([cluster])
     if as_json:
         missing = sorted(
             p.split("/")[1] for p in files if p.startswith("nodes/") and p.endswith("/error.txt")
@@ -223,6 +229,9 @@ def diagnose(
         echo(json.dumps(summary, indent=2))
     else:
         echo(f"wrote {out} ({len(files)} files, {size / 1024:.0f} KiB)")
+    if errors:  # the bundle holds what the others said; without any node it holds little
+        say_unreachable(errors, total, "the bundle has only an error.txt for each")
+        return ExitStatus.UNREACHABLE if len(errors) == total else ExitStatus.OK
     return ExitStatus.OK
 
 

@@ -10,11 +10,19 @@ import click
 
 from launcher.cli import candidates
 from launcher.cli.reaching import reach_deployments
-from launcher.cli.shared import DEPLOYMENT, JSON, SPEC, SSH_CONFIG, echo, open_deployments
+from launcher.cli.shared import (
+    DEPLOYMENT,
+    JSON,
+    SPEC,
+    SSH_CONFIG,
+    echo,
+    open_deployments,
+    say_unreachable,
+    unreachable_in,
+)
 from launcher.errors import ExitStatus, InputError
 
 if TYPE_CHECKING:
-    from launcher.node.executor import NodeError
     from launcher.operations.fleet import Reachable
 
 
@@ -43,30 +51,32 @@ def status(
 ) -> ExitStatus:
     """Show every node (running, pid, since when, which plan) and whether the head really serves.
 
+    The plan is a hash of the rendered commands: a node running another plan than
+    the spec's (drift) is flagged. /health alone stays 200 on a wedged engine (a
+    tensor-parallel rank frozen), so the watchdog also sends a 1-token completion
+    that must finish within --deadline, and reads the engine's counters on
+    /metrics before and after (requests running and waiting, tokens generated):
+
     \b
-    The plan is a hash of the rendered commands: a node running another plan than the
-    spec's (drift) is flagged. /health alone stays 200 on a wedged engine (a tensor-
-    parallel rank frozen), so the watchdog also sends a 1-token completion that must
-    finish within --deadline, and reads the engine's counters on /metrics before and after
-    (requests running and waiting, tokens generated):
-      SERVING  the completion finished in time (or the engine is busy but generating)
-      WEDGED   /health is 200, but nothing finished within the deadline and no token was
-               generated meanwhile
+      SERVING  the completion finished in time (or the engine is busy but
+               generating)
+      WEDGED   /health is 200, but nothing finished within the deadline and no
+               token was generated meanwhile
       DOWN     a rank is not running, /health is not 200, or the completion failed
-    Exit 0 when the cluster runs the spec's plan and serves, 4 when a node cannot be reached,
-    1 otherwise. --watch refreshes
-    every --every seconds: redrawn in place on a terminal, one line per refresh when piped
-    (with --json, one JSON document per line).
+      unknown  a node could not be reached (named at the end, with its fix)
+
+    Exit 0 when the cluster runs the spec's plan and serves, 4 when a node cannot
+    be reached, 1 otherwise. --watch refreshes every --every seconds: redrawn in
+    place on a terminal, one line per refresh when piped (with --json, one JSON
+    document per line). Every deployment is a list item of --json (one deployment:
+    a list of one), then the endpoint.
 
     \b
     Examples:
       spark-launch status configs/demo.yaml
-      spark-launch status cluster.yaml --json | jq .serving.state
+      spark-launch status cluster.yaml --json | jq '.deployments[].serving.state'
       spark-launch status cluster.yaml --watch --deadline 10
     """
-    from launcher.core.reports import status_text
-    from launcher.operations.running.cluster_status import status as look
-
     # Watching, a node that is down now must be asked again at each refresh: no connecting first.
     with reach_deployments(spec, ssh_config, deployment, reach=not watch) as chosen:
         if watch:
@@ -75,34 +85,24 @@ def status(
             if len(chosen.clusters) > 1:
                 raise InputError("status --watch follows one deployment", "name it with --deployment NAME")
             return watch_status(next(iter(chosen.clusters.values())), deadline, every, as_json)
-        if chosen.multi or chosen.endpoint is not None:
-            return _fleet_status(chosen, None if no_watchdog else deadline, as_json)
-        (cluster,) = chosen.clusters.values()
-        result = look(cluster, None if no_watchdog else deadline)
-        unreachable = dict(cluster.unreachable)
-    echo(json.dumps(result.as_dict(), indent=2) if as_json else status_text(result, time.time()))
-    serves = result.serving is None or result.serving.serving
-    if unreachable:
-        _say_unreachable(unreachable, len(result.nodes), "its status is unknown")
-        return ExitStatus.UNREACHABLE
-    return ExitStatus.OK if result.state == "running" and serves else ExitStatus.FAILURE
+        return _status(chosen, None if no_watchdog else deadline, as_json)
 
 
-def _fleet_status(chosen: Reachable, deadline: float | None, as_json: bool) -> ExitStatus:
-    """`status` of several deployments (or one behind the endpoint): each named, then the endpoint."""
+def _status(chosen: Reachable, deadline: float | None, as_json: bool) -> ExitStatus:
+    """`status` of every chosen deployment (one is a list of one), then the endpoint; the nodes
+    not reached named once, at the end."""
     from launcher.cli.fleet_output import all_serve
-    from launcher.commands.status import status_fleet
+    from launcher.commands.status import status_document, status_fleet
     from launcher.core.reports import fleet_status_text
 
-    found = status_fleet(chosen, deadline)
-    echo(json.dumps(found, indent=2) if as_json else fleet_status_text(found, time.time()))
-    unreachable = {n: e for c in chosen.clusters.values() for n, e in c.unreachable.items()}
-    if unreachable:
-        _say_unreachable(
-            unreachable, len({n for c in chosen.clusters.values() for n in c.names}), "its status is unknown"
-        )
+    found, endpoint = status_fleet(chosen, deadline)
+    document = status_document(chosen.name, found, endpoint)
+    echo(json.dumps(document, indent=2) if as_json else fleet_status_text(found, endpoint, time.time()))
+    errors, total = unreachable_in(chosen.clusters.values())
+    if errors:
+        say_unreachable(errors, total, "their status is unknown")
         return ExitStatus.UNREACHABLE
-    return ExitStatus.OK if all_serve(found) else ExitStatus.FAILURE
+    return ExitStatus.OK if all_serve(document) else ExitStatus.FAILURE
 
 
 @click.command()
@@ -130,7 +130,6 @@ def logs(
 ) -> ExitStatus:
     """Print the nodes' logs of the current run, each line prefixed by its node.
 
-    \b
     A node that cannot be reached is named on stderr, the others' logs are printed, and the
     exit status is 4.
 
@@ -138,7 +137,7 @@ def logs(
     Examples:
       spark-launch logs configs/demo.yaml -n 100
       spark-launch logs cluster.yaml -f --node spark-2
-      spark-launch logs cluster.yaml --json | jq -r 'select(.node == "spark-2") | .line'
+      spark-launch logs cluster.yaml --json | jq -r 'select(.node == "n2").line'
     """
     from launcher.commands.logs import endpoint_logs, fleet_logs
 
@@ -150,11 +149,8 @@ def logs(
         if of_endpoint and chosen.endpoint is None:
             raise InputError(f"{spec} has no endpoint", "add an endpoint: section")
         wanted = {d: [n for n in c.names if not nodes or n in nodes] for d, c in chosen.clusters.items()}
-        said: set[str] = set()
-        for d, names in wanted.items():
-            for name in (n for n in names if n in chosen.clusters[d].unreachable and n not in said):
-                said.add(name)
-                echo(f"spark-launch: {chosen.clusters[d].unreachable[name].render()}", err=True)
+        errors, total = unreachable_in(chosen.clusters.values())
+        said = {n: e for n, e in errors.items() if any(n in names for names in wanted.values())}
         shown = {
             d: [n for n in names if n not in chosen.clusters[d].unreachable] for d, names in wanted.items()
         }
@@ -167,6 +163,8 @@ def logs(
         if of_endpoint:
             endpoint_logs(chosen, lines, follow, emit)
             return ExitStatus.OK
+        if said:  # before the others' logs: a follow may never end
+            say_unreachable(said, total, "their logs are not shown")
         fleet_logs(chosen, shown, lines, follow, emit)
         return ExitStatus.UNREACHABLE if said else ExitStatus.OK
 
@@ -179,7 +177,6 @@ def logs(
 def verify(spec: str, ssh_config: str | None, deployment: str | None, as_json: bool) -> ExitStatus:
     """Prove the running cluster works: a completion, and prefix-cache hits that grow.
 
-    \b
     Through the head's SSH connection: /v1/models, one completion, then (when the plan
     has prefix caching on) the same fresh prompt of more than one block sent up to three
     times, until vllm:prefix_cache_hits_total on /metrics grows by whole blocks. Prints
@@ -194,24 +191,20 @@ def verify(spec: str, ssh_config: str | None, deployment: str | None, as_json: b
     from launcher.core.reports import verify_text
 
     with open_deployments(spec, ssh_config, deployment) as chosen:
-        results = {n: prove(c) for n, c in chosen.clusters.items()}
-        unreachable = {n: e for c in chosen.clusters.values() for n, e in c.unreachable.items()}
-        total = len({n for c in chosen.clusters.values() for n in c.names})
-    if not chosen.fleet.multi:
-        (result,) = results.values()
-        echo(json.dumps(result.as_dict(), indent=2) if as_json else verify_text(result))
-    elif as_json:
-        echo(json.dumps({n: r.as_dict() for n, r in results.items()}, indent=2))
-    else:
+        # a deployment whose head was not reached is not verified: the head is what answers
+        results = {n: prove(c) for n, c in chosen.clusters.items() if c.head_name not in c.unreachable}
+        errors, total = unreachable_in(chosen.clusters.values())
+    if as_json:
+        each = [{"deployment": n, **r.as_dict()} for n, r in results.items()]
+        skipped = [
+            {"deployment": n, "ok": False, "verified": False} for n in chosen.clusters if n not in results
+        ]
+        echo(json.dumps({"cluster": chosen.name, "deployments": each + skipped}, indent=2))
+    elif not chosen.multi and results:
+        echo(verify_text(next(iter(results.values()))))
+    elif results:
         echo("\n".join(f"== deployment {n}\n{verify_text(r)}" for n, r in results.items()))
-    if unreachable:
-        _say_unreachable(unreachable, total, "not verified there")
+    if errors:
+        say_unreachable(errors, total, "not verified there")
         return ExitStatus.UNREACHABLE
     return ExitStatus.OK if all(r.ok for r in results.values()) else ExitStatus.FAILURE
-
-
-def _say_unreachable(errors: dict[str, NodeError], total: int, consequence: str) -> None:
-    """Every node that could not be reached, with its reason and hint, on stderr."""
-    from launcher.node.cluster import Unreachable
-
-    echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)

@@ -150,40 +150,27 @@ def _verbose(ctx: click.Context, _: click.Parameter, value: int) -> None:
 def cli() -> None:
     """Start vLLM across several machines from ONE spec, with provably identical commands.
 
-    \b
     Every node gets the same fully explicit `vllm serve` command (only --node-rank and
     --headless differ), with every setting vLLM would otherwise derive per node written out.
 
     \b
-    Start here:
-      spark-launch init --hosts spark-1,spark-2 --model /models/M --venv /opt/vllm  # write cluster.yaml
-      spark-launch facts --hosts spark-1,spark-2 --json  # what each node reports (for bug reports)
-      spark-launch validate cluster.yaml    # every problem of the spec, with file:line
-      spark-launch plan cluster.yaml        # each node's exact command, and why
-      spark-launch sync models cluster.yaml # the same model on every node, verified by content
-      spark-launch check cluster.yaml       # are the nodes alike? (vLLM, model, env, network)
-      spark-launch up cluster.yaml          # check, start every rank, wait until it serves
-      spark-launch status cluster.yaml      # what runs where, which plan; serving, wedged or down
-      spark-launch logs cluster.yaml -f     # every node's log, prefixed by node
-      spark-launch verify cluster.yaml      # a completion, and prefix-cache hits that grow
-      spark-launch down cluster.yaml        # stop every rank (ours only)
-      spark-launch sync images cluster.yaml # the head's container image onto every node
-      spark-launch supervise cluster.yaml   # keep it serving: restart the whole cluster on a death or wedge
-      spark-launch export systemd cluster.yaml --install   # supervise at boot (systemd)
-      spark-launch diagnose cluster.yaml -o bundle.tar.gz  # everything a bug report needs, secrets out
-      spark-launch runs cluster.yaml        # every start's receipt: inputs, outcome, evidence
-      spark-launch diff cluster.yaml        # what changed between the last two runs (or `now`)
-      spark-launch lock cluster.yaml        # write cluster.yaml.lock; `up --locked` refuses drift
-      spark-launch plan cluster.yaml --compare-release 0.33.0  # what an upgrade would change
-      spark-launch schema > spec.schema.json  # the spec's JSON Schema, for your editor
+    The first hour (each command: spark-launch COMMAND --help):
+      spark-launch init --hosts spark-1,spark-2 --model /models/M --venv /opt/vllm
+      spark-launch sync models cluster.yaml  # the head's model on every node
+      spark-launch check cluster.yaml        # are the nodes alike?
+      spark-launch up cluster.yaml           # start every rank, until it serves
+      spark-launch verify cluster.yaml       # a completion, prefix-cache hits
+    Then: status, logs -f, down, supervise, export systemd --install, diagnose,
+    runs, diff, lock, plan --compare-release; validate, plan and schema read the
+    spec alone; facts --hosts says what each node reports.
 
     \b
-    Exit codes: 0 ok, 1 failed, 2 bad spec or usage, 3 nodes disagree, 4 node unreachable,
-    130 interrupted. Runbooks: deploy/ in the source tree. Example specs: configs/.
-    Shell completion (commands, options, spec files, releases, deployments, nodes):
-      eval "$(_SPARK_LAUNCH_COMPLETE=bash_source spark-launch)"    # ~/.bashrc
-      eval "$(_SPARK_LAUNCH_COMPLETE=zsh_source spark-launch)"     # ~/.zshrc
-      _SPARK_LAUNCH_COMPLETE=fish_source spark-launch | source     # ~/.config/fish/config.fish
+    Exit codes: 0 ok, 1 failed, 2 bad spec or usage, 3 nodes disagree,
+    4 node unreachable, 130 interrupted. Runbooks: deploy/ in the source tree.
+    Shell completion (commands, options, spec files, deployments, nodes):
+      eval "$(_SPARK_LAUNCH_COMPLETE=bash_source spark-launch)"  # ~/.bashrc
+      eval "$(_SPARK_LAUNCH_COMPLETE=zsh_source spark-launch)"   # ~/.zshrc
+      _SPARK_LAUNCH_COMPLETE=fish_source spark-launch | source   # fish config
     """
 
 

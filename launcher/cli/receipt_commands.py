@@ -18,7 +18,6 @@ from launcher.errors import ExitStatus
 def runs(spec: str, as_json: bool) -> ExitStatus:
     """List the cluster's runs: one receipt per start (`up`, and each restart by `supervise`).
 
-    \b
     A receipt keeps every input of a run: the plan's digest, each node's argv and environment
     (names and value hashes; secrets by name only), the vLLM build (release, commit, fingerprint)
     or the image (id, digests), the model's files by sha256, the host facts (kernel, OS, GPUs,
@@ -50,7 +49,6 @@ def runs(spec: str, as_json: bool) -> ExitStatus:
 def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: bool) -> ExitStatus:
     """Say what changed between two runs, item by item.
 
-    \b
     Without runs: the last two. With one: that run against the last (`now`: the last run
     against what the nodes hold now, asked over SSH). With two: the first against the second.
     A run is named by its id or the start of it (`spark-launch runs` lists them); `now` may
@@ -93,7 +91,6 @@ def diff(spec: str, sides: tuple[str, ...], ssh_config: str | None, as_json: boo
 def lock(spec: str, ssh_config: str | None) -> ExitStatus:
     """Write SPEC.lock: what every node holds now, for review in git and for `up --locked`.
 
-    \b
     Per node, in rank order, one `key = value` line per input, sorted: the vLLM build (release,
     commit, fingerprint of its files, python, torch) or the image (id, repo digests), each
     model directory's manifest digest and every file's sha256 (so a change names the file),
@@ -110,6 +107,7 @@ def lock(spec: str, ssh_config: str | None) -> ExitStatus:
     from launcher.commands.lock import write_lock
 
     with open_cluster(spec, ssh_config) as cluster:
+        cluster.require_all("no lock was written")  # a lock of some nodes only would hold nothing
         path, nodes = write_lock(cluster, spec)
     counts = ", ".join(f"{n} ({len(e)} entries)" for n, e in nodes.items())
     echo(f"wrote {path}: {counts}; review it with `git diff {path.name}`")

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 
 from launcher.cli import candidates
-from launcher.errors import SparkLaunchError, SpecError, printable
+from launcher.errors import SparkLaunchError, printable
 
 if TYPE_CHECKING:  # the node side (and fabric) is imported only by commands that reach nodes
     from launcher.core.endpoint_plan import EndpointPlan
     from launcher.core.fleet_plan import Fleet
-    from launcher.core.spec.yamlsource import Document
     from launcher.core.terminal import Screen
-    from launcher.node.cluster import Cluster
+    from launcher.load import Judged
+    from launcher.node.cluster import Cluster, Reached
     from launcher.node.executor import NodeError
     from launcher.node.ssh import SshExecutor
     from launcher.operations.fleet import Deployments
@@ -107,10 +106,11 @@ def reach_nodes(
 def open_cluster(spec_path: str, ssh_config: str | None, reach: bool = True) -> Iterator[Cluster]:
     """Plan the spec (one deployment) for its nodes and open SSH onto them, closed after.
 
-    `reach`: connect to every node at once first, saying so (`Cluster.unreachable` then names
-    each node that could not be reached, and no later call waits on one of them again). What
-    this machine cannot read for the plan (the model's config.json, a build's flag catalog)
-    is read from the head over the same connection (commands.planning).
+    The spec is judged first, before any connection (`judged`). `reach`: connect to every node
+    at once first, saying so (`Cluster.unreachable` then names each node that could not be
+    reached, and no later call waits on one of them again). What this machine cannot read for
+    the plan (the model's config.json, a build's flag catalog) is read from the head over the
+    same connection (operations.gathering.head_planning).
     """
     from launcher.load import only
 
@@ -119,30 +119,40 @@ def open_cluster(spec_path: str, ssh_config: str | None, reach: bool = True) -> 
         yield next(iter(chosen.clusters.values()))
 
 
+def judged(spec_path: str, ssh_config: str | None, secrets: bool = False, connect: bool = True) -> Judged:
+    """The spec judged on this machine before any node is asked: every problem `validate` finds,
+    the spec's ssh_config file (when the command `connect`s), and with `secrets` each secret it
+    names set here; one report of them all (exit 2), causes first."""
+    from launcher.load import judge
+
+    return judge(spec_path, ssh_config, os.environ if secrets else None, connect=connect)
+
+
 @contextmanager
 def open_deployments(
     spec_path: str,
     ssh_config: str | None,
     deployment: str | None,
     reach: bool = True,
+    secrets: bool = False,
 ) -> Iterator[Deployments]:
     """Plan every deployment of the spec for its nodes and open SSH onto all of them, closed after.
 
-    `reach`: connect to every node at once first, saying so; each deployment's Cluster then
-    names its nodes that could not be reached (`Cluster.unreachable`). What this machine
-    cannot read for a plan comes from the head (commands.planning).
+    The spec is judged first, before any connection (`judged`; `secrets`: the command needs
+    their values). `reach`: connect to every node at once first, saying so; each deployment's
+    Cluster then names its nodes that could not be reached (`Cluster.unreachable`). What this
+    machine cannot read for a plan comes from the head (operations.gathering.head_planning).
     """
     from launcher.cli.progress import Printer
-    from launcher.load import read_file
     from launcher.node.cluster import Cluster
     from launcher.node.executor import NodeError
     from launcher.operations.fleet import Deployments
     from launcher.operations.gathering.head_planning import fleet_for_nodes
     from launcher.operations.running.endpoint import Endpoint
 
-    document, file = read_file(spec_path)
+    judgement = judged(spec_path, ssh_config, secrets)
+    document, file, config = judgement.document, judgement.file, judgement.ssh_config
     nodes = {n.name: n.ssh for n in file.nodes}
-    config = ssh_config_for(spec_path, ssh_config, file.ssh_config)
     executor = ssh_executor(nodes, config)
     api_key = api_key_for(file.secrets)
     try:
@@ -150,18 +160,20 @@ def open_deployments(
         try:
             fleet, sources = fleet_for_nodes(document, executor, Printer())
         except NodeError as exc:  # a head the plan needs cannot be reached: plan without it, if it can
-            if not unreachable:
-                raise
-            fleet, sources = _without_heads(document, unreachable, exc.node), {}
-        chosen = fleet.select(deployment)
-        clusters = {
-            d.name: Cluster(d.spec, d.plan, executor, api_key, sources.get(d.spec.name)) for d in chosen
+            if not unreachable:  # not connected first: every node tried now, each named if down
+                unreachable = {exc.node: exc, **executor.reach([n for n in nodes if n != exc.node])}
+            fleet, sources = _without_heads(judgement, unreachable, exc.node), {}
+        chosen = {d.name for d in fleet.select(deployment)}
+        every = {
+            d.name: Cluster(d.spec, d.plan, executor, api_key, sources.get(d.spec.name))
+            for d in fleet.deployments
         }
-        for cluster in clusters.values():
+        for cluster in every.values():
             cluster.unreachable = {n: e for n, e in unreachable.items() if n in cluster.names}
+        clusters = {n: c for n, c in every.items() if n in chosen}
         front = fleet.endpoint
         endpoint = Endpoint(front, executor, endpoint_key(front)) if front else None
-        yield Deployments(fleet, clusters, endpoint, deployment is None)
+        yield Deployments(fleet, clusters, endpoint, deployment is None, every)
     finally:
         executor.close()
 
@@ -169,31 +181,25 @@ def open_deployments(
 def planned_fleet(spec_path: str, ssh_config: str | None) -> Fleet:
     """Every deployment planned: offline where the spec plans so, else for its nodes (what this
     machine lacks read from the head)."""
-    from launcher.core.spec.deployments import deployment_specs
-    from launcher.load import lacking_here, plan_fleet, read_file
-
-    try:
-        return plan_fleet(spec_path)
-    except SpecError:
-        specs = deployment_specs(read_file(spec_path)[1])
-        if not any(lacking_here(s) for s in specs if s.nodes):  # the head would not change the answer
-            raise
+    judgement = judged(spec_path, ssh_config)
+    if judgement.fleet is not None:
+        return judgement.fleet
     with open_deployments(spec_path, ssh_config, None, reach=False) as chosen:
         return chosen.fleet
 
 
-def _without_heads(document: Document, unreachable: dict[str, NodeError], head: str) -> Fleet:
+def _without_heads(judgement: Judged, unreachable: dict[str, NodeError], head: str) -> Fleet:
     """The offline plan, where a head that cannot be reached was to fill in what it lacks (the
     command then names the nodes it cannot reach, as it would); Unreachable when none plans."""
-    from launcher.load import fleet_of
     from launcher.node.cluster import Unreachable
 
-    try:
-        return fleet_of(document)
-    except SpecError:
-        raise Unreachable(
-            dict(unreachable), len(unreachable), f"the plan needs what only {head} holds"
-        ) from None
+    if judgement.fleet is not None:
+        return judgement.fleet
+    raise Unreachable(
+        dict(unreachable),
+        len(judgement.file.nodes),
+        f"the plan needs what only {head} holds (the model's config.json, or its vLLM's flags)",
+    )
 
 
 def ssh_executor(nodes: dict[str, str], config: str | None) -> SshExecutor:
@@ -213,19 +219,35 @@ def api_key_for(secrets: Sequence[str]) -> str | None:
     return os.environ.get("VLLM_API_KEY") if "VLLM_API_KEY" in secrets else None
 
 
-def ssh_config_for(spec_path: str, given: str | None, in_spec: str | None) -> str | None:
-    """The ssh_config to use: the option's, else the spec's (relative to the spec's folder)."""
-    config = given or in_spec
-    if config and not Path(config).expanduser().is_absolute() and not given:
-        config = str(Path(spec_path).parent / config)
-    return config
-
-
 def connecting(count: int, ssh_config: str | None) -> str:
     """The line shown while every node is being connected to."""
+    from launcher.node.ssh_failures import config_name
+
     timeout = connect_timeout()
     bound = f"{timeout:g} s" if timeout else "its ConnectTimeout, else 10 s"
-    return f"connecting to {count} node(s) through {ssh_config or '~/.ssh/config'} (each within {bound})"
+    config = config_name(ssh_config)
+    through = "without an ssh_config" if config == "no ssh_config" else f"through {config}"
+    return f"connecting to {count} node(s) {through} (each within {bound})"
+
+
+def unreachable_in(clusters: Iterable[Reached]) -> tuple[dict[str, SparkLaunchError], int]:
+    """Every node of these clusters not reached, each once (a node in several deployments too),
+    and how many nodes they have together."""
+    errors: dict[str, SparkLaunchError] = {}
+    names: dict[str, None] = {}
+    for cluster in clusters:
+        names.update(dict.fromkeys(cluster.names))
+        for name, error in cluster.unreachable.items():
+            errors.setdefault(name, error)
+    return errors, len(names)
+
+
+def say_unreachable(errors: dict[str, SparkLaunchError], total: int, consequence: str) -> None:
+    """The one way every command names the nodes it could not reach, on stderr: how many, which,
+    what that means for the command, then each node's reason and the `ssh` line that tests it."""
+    from launcher.node.cluster import Unreachable
+
+    echo(f"spark-launch: {Unreachable(dict(errors), total, consequence).render()}", err=True)
 
 
 def secret_values(names: Sequence[str]) -> dict[str, str]:

@@ -33,7 +33,6 @@ def plan(
 ) -> ExitStatus:
     """Print what would run on every node, and why, without running anything.
 
-    \b
     For each node: the exact environment and `vllm serve` command. Then every setting
     that vLLM would derive on its own and that must agree across nodes, with the value
     decided, the flag pinning it and the reason. Secrets appear by name only.
@@ -44,7 +43,6 @@ def plan(
     the head node (and learns the flags of a vLLM build without a committed catalog from
     its own vLLM), or write model.kind in the spec. check and up do the same by themselves.
 
-    \b
     --compare-release VERSION plans the spec for that release too (its own committed catalog
     and the rules' version ranges) and says what would change: flags the spec or the plan
     uses that VERSION removes or deprecates, derived settings that change (defaults the spec
@@ -54,9 +52,9 @@ def plan(
     \b
     Examples:
       spark-launch plan configs/qwen3-next-2x-spark.yaml
-      spark-launch plan cluster.yaml --json | jq '.nodes[1].argv'
+      spark-launch plan cluster.yaml --json | jq '.deployments[0].nodes[1].argv'
       spark-launch plan cluster.yaml --from-head
-      spark-launch plan configs/qwen3-next-2x-spark-v032.yaml --compare-release 0.33.0
+      spark-launch plan cluster.yaml --compare-release 0.33.0
     """
     from launcher.core.views import fleet_json, fleet_text
     from launcher.load import plan_fleet
@@ -83,7 +81,6 @@ def plan(
 def validate(spec: str, as_json: bool) -> ExitStatus:
     """Check a spec; print every problem with file:line and exit 2, or exit 0.
 
-    \b
     Checks the keys and types (a key indented under the wrong section is named as such), the
     nodes, the `serve` options against the flags of the pinned vLLM release, their values
     against that release's own types, ranges and choices (gpu_memory_utilization in (0, 1]),
@@ -93,7 +90,7 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
     \b
     Examples:
       spark-launch validate cluster.yaml && echo ok
-      spark-launch validate cluster.yaml --json | jq -r '.problems[] | "\\(.line): \\(.message)"'
+      spark-launch validate cluster.yaml --json | jq -r '.problems[].message'
     """
     from launcher.errors import SpecError, one_line
     from launcher.load import plan_fleet
@@ -111,11 +108,10 @@ def validate(spec: str, as_json: bool) -> ExitStatus:
         for d in fleet.deployments
     ]
     warnings = fleet.warnings()
-    if as_json:
+    if as_json:  # every deployment in a list (one deployment: a list of one)
         named = [{"deployment": d.name, **one} for d, one in zip(fleet.deployments, summaries, strict=True)]
-        each = {"deployments": named} if fleet.multi else summaries[0]
         said = {"problems": [], "warnings": warnings}
-        echo(json.dumps({"file": spec, "ok": True, **each, **said}, indent=2))
+        echo(json.dumps({"file": spec, "ok": True, "deployments": named, **said}, indent=2))
         return ExitStatus.OK
     for d, one in zip(fleet.deployments, summaries, strict=True):
         name = f" deployment {d.name}" if fleet.multi else ""
@@ -141,7 +137,6 @@ def _whole_file(exc: SparkLaunchError) -> dict[str, object]:
 def schema(release: str | None) -> ExitStatus:
     """Print the JSON Schema of the spec, for editors and linters.
 
-    \b
     `serve` is described per supported vLLM release, from its catalog: every option of that
     release's `vllm serve`, its type, range and choices, chosen by the spec's vllm.version
     (or vllm.flags_from). The keys the spec must not set are not in it. An editor then
@@ -151,7 +146,8 @@ def schema(release: str | None) -> ExitStatus:
     \b
     Example (VS Code with the YAML extension):
       spark-launch schema > .vscode/spark-launch.schema.json
-      # then, first line of the spec:  # yaml-language-server: $schema=.vscode/spark-launch.schema.json
+      # then, as the spec's first line:
+      # yaml-language-server: $schema=.vscode/spark-launch.schema.json
       spark-launch schema --release 0.33.0 > spark-launch-0.33.schema.json
     """
     from launcher.catalogs import load_catalog

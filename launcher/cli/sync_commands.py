@@ -60,7 +60,6 @@ def models(
 ) -> ExitStatus:
     """Make every node's model directory identical to the source's, verified by content.
 
-    \b
     The model (`model.path`) and a local draft model (`serve.speculative_config.model`)
     are compared by a manifest of every file's size and sha256, computed on each node and
     cached beside the model (keyed by size, mtime, ctime and inode: an up-to-date node is
@@ -76,7 +75,6 @@ def models(
     source's bytes, which the source confirms are the ones it hashed; the node hashes
     whatever is not proven so.
 
-    \b
     The source must reach each target over SSH at its fabric address without a prompt:
     on the source, `ssh-copy-id ADDRESS` for each target (as the user the node's `ssh`
     names, if any). $RSYNC_RSH on the source, if set, replaces `ssh`. --relay needs none
@@ -163,7 +161,6 @@ class TransferPrinter:
 def images(spec: str, ssh_config: str | None, relay: bool, as_json: bool) -> ExitStatus:
     """Give every node the head's build of the spec's container image (docker runtime).
 
-    \b
     For each node that lacks the image, or holds another build under the same name, the
     head's `docker save` is streamed into that node's `docker load`: all such nodes at
     once, from one save, with progress per node. The stream goes node to node, from the
@@ -174,7 +171,6 @@ def images(spec: str, ssh_config: str | None, relay: bool, as_json: bool) -> Exi
     image's size there). Afterwards `spark-launch check` finds the same image id on every
     node.
 
-    \b
     The head must reach each node over SSH at its fabric address without a prompt, as for
     `sync models`: on the head, `ssh-copy-id ADDRESS` for each node; $RSYNC_RSH on the head,
     if set, replaces `ssh`. --relay needs none of that: the stream goes head -> this
@@ -187,7 +183,7 @@ def images(spec: str, ssh_config: str | None, relay: bool, as_json: bool) -> Exi
     Examples:
       spark-launch sync images cluster.yaml
       spark-launch sync images cluster.yaml --relay
-      spark-launch sync images cluster.yaml --json | jq '.nodes[] | {name, action}'
+      spark-launch sync images cluster.yaml --json | jq '.nodes[].action'
     """
     from launcher.commands.sync_images import sync_images
 

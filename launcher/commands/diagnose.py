@@ -66,7 +66,8 @@ def collect(
         files["spec-problems.txt"] = spec_problems
     reporter.info("status, with the watchdog")
     files.update(_attempt("status", lambda: _status(cluster)))
-    reporter.info(f"gathering from {len(cluster.names)} node(s)")
+    asked = [n for n in cluster.names if n not in cluster.unreachable]
+    reporter.info(f"gathering from {len(asked)} node(s)" if asked else "no node answered: nothing to gather")
     request = {"lines": lines, "venv": cluster.reach.venv, "secrets": list(cluster.reach.secrets)}
     answers = cluster.each(lambda agent: agent.ask(remote.gather_call(agent.dir, request), gathered))
     for name, answer in answers.items():

@@ -20,7 +20,7 @@ from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.operations.fleet import Deployments, Prefixed
 from launcher.operations.reporter import Reporter
-from launcher.operations.running.endpoint import Endpoint, start_endpoint, stop_endpoint
+from launcher.operations.running.endpoint import Endpoint, ensure_router, start_endpoint, stop_endpoint
 from launcher.operations.running.stopping import stop_reachable
 from launcher.operations.running.supervising import Say, Stopped, SuperviseOptions, supervise
 
@@ -96,6 +96,7 @@ def _keep_endpoint(
     restarts: list[float] = []
     node = endpoint.plan.node.name
     try:
+        ensure_router(endpoint, reporter)  # where the launcher keeps the router: installed if missing
         start_endpoint(endpoint, secret_values, reporter)
         say(node, "serving", endpoint.plan.url, f"watch it (every {options.interval:.0f} s)")
     except SparkLaunchError as exc:

@@ -19,7 +19,6 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from launcher.core.answers.sync_answer import Hashing, Reach
@@ -37,8 +36,8 @@ from launcher.core.sync.model_manifest import (
 from launcher.core.sync.sync_report import DirPlan, NodeOutcome, SourceModel, SyncResult
 from launcher.core.sync.transfer_plan import DEFAULT_RSH, plan_transfer, remote_host, room_problems
 from launcher.errors import SparkLaunchError
-from launcher.node.cluster import Cluster
-from launcher.node.executor import fan_out
+from launcher.node.cluster import Cluster, Unreachable
+from launcher.node.executor import Background, NodeError, fan_out
 from launcher.operations.copying.model_copy import copy_all
 from launcher.operations.copying.sync_options import SyncOptions, SyncReporter
 
@@ -61,6 +60,9 @@ def sync_models(
     dirs = model_dirs(cluster.spec)
     answers = _manifests(cluster, dirs, reporter)
     found = answers[source]
+    if isinstance(found, NodeError) and found.node == source:  # no source: every node not reached, named
+        failed = {n: a for n, a in answers.items() if isinstance(a, NodeError) and a.node == n}
+        raise Unreachable(dict(failed), len(cluster.names), f"nothing was copied (the source, {source}, too)")
     if isinstance(found, SparkLaunchError):
         raise found
     _require_complete(cluster, source, found)
@@ -99,16 +101,15 @@ def _copy(
         with cluster.locked("sync models"):
             return copy_all(cluster, source, found, outcomes, options, reporter)
     readied = any(d.prepare for o in outcomes if o.state == "would copy" for d in o.dirs)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        reached = pool.submit(_reach, cluster, source, outcomes)
-        with cluster.locked("sync models"):
-            if readied:
-                return copy_all(cluster, source, found, reached.result(), options, reporter)
-            copied = copy_all(cluster, source, found, outcomes, options, reporter)
-        return [
-            r if c.state == "failed" and r.state != "would copy" else c
-            for c, r in zip(copied, reached.result(), strict=True)
-        ]
+    reached = Background(lambda: _reach(cluster, source, outcomes))
+    with cluster.locked("sync models"):
+        if readied:
+            return copy_all(cluster, source, found, reached.result(), options, reporter)
+        copied = copy_all(cluster, source, found, outcomes, options, reporter)
+    return [
+        r if c.state == "failed" and r.state != "would copy" else c
+        for c, r in zip(copied, reached.result(), strict=True)
+    ]
 
 
 def _source(cluster: Cluster, name: str | None) -> str:

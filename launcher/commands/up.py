@@ -4,19 +4,21 @@ one-model spec goes through (`operations.running.starting`)."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from launcher.core.answers.run_answer import NodeState
 from launcher.core.checks import Report
 from launcher.core.reports import check_summary
+from launcher.core.serving.state import ClusterStatus
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
+from launcher.node.executor import Background
 from launcher.operations.drift import refuse_drift
 from launcher.operations.fleet import Board, Deployments, Prefixed, each
 from launcher.operations.gate import NodesDisagree, merge_reports, run_check, with_endpoint
 from launcher.operations.reporter import Reporter
-from launcher.operations.running.endpoint import start_endpoint, stop_endpoint
+from launcher.operations.running.cluster_status import status
+from launcher.operations.running.endpoint import ensure_router, route_running, stop_endpoint
 from launcher.operations.running.page_cache import drop_caches
 from launcher.operations.running.starting import Interrupted, States, UpOptions, UpResult, up
 from launcher.operations.running.stopping import stop_reachable
@@ -48,6 +50,7 @@ def up_fleet(
     try:
         return _start_all(deployments, secret_values, options, reporter, reports, seen)
     except KeyboardInterrupt:
+        options.gate.close()  # no deployment's thread starts a rank any more
         reporter.info("interrupted: stopping what was started")
         for name in starting:
             stop_reachable(deployments.clusters[name], options.grace)
@@ -67,28 +70,40 @@ def _start_all(
     board = Board(reporter)
     say = board.reporter if deployments.fleet.multi else (lambda _: reporter)  # one: as it always said
     checked_options = replace(options, drop_caches=False)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        # The router starts beside the deployments (it needs none of them to listen).
-        endpoint = pool.submit(_endpoint, deployments, secret_values, board.reporter("endpoint"))
-        outcomes = each(
-            deployments.clusters,
-            lambda n, c: up(c, secret_values, checked_options, say(n), reports.get(n), _states(seen.get(n))),
-        )
-        url = endpoint.result()
+    # The router is installed (where the launcher keeps it) and started beside the deployments, with
+    # the routes of those starting and those that run already (it needs none of them to listen).
+    others = _running_others(deployments)
+    routes = [*deployments.clusters, *others]
+    to_router = board.reporter("endpoint")
+    endpoint = Background(lambda: _endpoint(deployments, routes, secret_values, to_router))
+    outcomes = each(
+        deployments.clusters,
+        lambda n, c: up(c, secret_values, checked_options, say(n), reports.get(n), _states(seen.get(n))),
+    )
+    url = endpoint.result()
     failed = {n: r for n, r in outcomes.items() if isinstance(r, SparkLaunchError)}
     results = {n: r for n, r in outcomes.items() if isinstance(r, UpResult)}
-    if deployments.endpoint is not None and not results and deployments.whole:
-        stop_endpoint(deployments.endpoint, options.grace)  # nothing serves behind it: leave nothing
-        url = None
+    serving = [*results, *others]
+    if deployments.endpoint is not None and serving != routes:  # a deployment failed: not offered
+        url = route_running(deployments.endpoint, serving, secret_values, to_router)
     return FleetUp(results, url, failed)
 
 
-def _endpoint(deployments: Deployments, secret_values: dict[str, str], reporter: Reporter) -> str | None:
-    return (
-        None
-        if deployments.endpoint is None
-        else start_endpoint(deployments.endpoint, secret_values, reporter)
-    )
+def _endpoint(
+    deployments: Deployments, routes: list[str], secret_values: dict[str, str], reporter: Reporter
+) -> str | None:
+    if deployments.endpoint is None:
+        return None
+    ensure_router(deployments.endpoint, reporter)
+    return route_running(deployments.endpoint, routes, secret_values, reporter)
+
+
+def _running_others(deployments: Deployments) -> list[str]:
+    """The deployments not chosen that run their plan now: the endpoint keeps routing to them."""
+    if deployments.endpoint is None or not deployments.others():
+        return []
+    found = each(deployments.others(), lambda _, c: status(c, deadline=None))
+    return [n for n, s in found.items() if isinstance(s, ClusterStatus) and s.state == "running"]
 
 
 def _looks_first(deployments: Deployments, options: UpOptions) -> bool:

@@ -66,15 +66,20 @@ class Fleet:
         return chosen
 
 
-def build_fleet(file: SpecFile, specs: tuple[Spec, ...], plans: tuple[Plan, ...]) -> Fleet:
-    """The fleet of planned deployments; a PlanProblems-style list from `port_problems` first."""
+def build_fleet(file: SpecFile, specs: tuple[Spec, ...], plans: tuple[Plan, ...], router_venv: str) -> Fleet:
+    """The fleet of planned deployments; a PlanProblems-style list from `port_problems` first.
+    `router_venv`: where the endpoint's router runs when the spec names no endpoint.venv (the
+    launcher's own venv on the head, `core.router.managed_venv`)."""
     deployed = tuple(Deployed(n, s, p) for n, s, p in zip(deployment_names(file), specs, plans, strict=True))
     endpoint = None
     if file.endpoint is not None:
+        from dataclasses import replace
+
         from launcher.core.endpoint_plan import endpoint_plan, route
 
         routes = tuple(route(d.name, d.spec, d.plan) for d in deployed)
-        endpoint = endpoint_plan(file.name, file.nodes[0], file.endpoint, routes, file.env, file.secrets)
+        section = file.endpoint if file.endpoint.venv else replace(file.endpoint, venv=router_venv)
+        endpoint = endpoint_plan(file.name, file.nodes[0], section, routes, file.env, file.secrets)
     return Fleet(file.name, bool(file.deployments), deployed, endpoint)
 
 

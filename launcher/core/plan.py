@@ -283,6 +283,7 @@ def check_serve_keys(spec: Spec, catalog: Catalog) -> list[Problem]:
                     where,
                     f"is not a `vllm serve` option in vLLM {catalog.version}",
                     suggest(key, catalog.options) or "see `vllm serve --help=all`",
+                    cause=True,
                 )
             )
     return problems

@@ -75,10 +75,12 @@ def status_text(st: ClusterStatus, now: float) -> str:
     planned = (
         f"spec's plan {st.plan_digest}" if st.plan_digest else "the spec does not plan: as the nodes say"
     )
-    lines = [f"cluster {st.cluster}: {st.state} ({planned})"]
+    gone = [n.name for n in st.nodes if not n.reachable]
+    state = f"unknown: {', '.join(gone)} not reached" if gone else st.state
+    lines = [f"cluster {st.cluster}: {state} ({planned})"]
     for n in st.nodes:
-        if not n.reachable:
-            lines.append(f"  {n.name:<12} rank {n.rank}  UNREACHABLE: {n.error}")
+        if not n.reachable:  # why, and the ssh line that tests it: once, with the others not reached
+            lines.append(f"  {n.name:<12} rank {n.rank}  UNREACHABLE")
             continue
         if n.running:
             age = now - (n.since or now)
@@ -112,17 +114,20 @@ def serving_line(verdict: Verdict) -> str:
 
 
 def verify_text(result: Verification) -> str:
-    """`verify` for people: one line per check, then the cache config the server reports."""
+    """`verify` for people: one line per check, then the cache config the server reports (when it
+    reported one)."""
     lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.detail}" for c in result.checks]
     info = result.cache_config
-    lines.append(
-        "cache config (vllm:cache_config_info): " + ", ".join(f"{k}={info.get(k, '?')}" for k in CACHE_KEYS)
-    )
+    if info:
+        lines.append(
+            "cache config (vllm:cache_config_info): "
+            + ", ".join(f"{k}={info.get(k, '?')}" for k in CACHE_KEYS)
+        )
     return "\n".join(lines)
 
 
 def down_lines(result: DownResult) -> list[str]:
-    """One line per node: what `down` stopped there, and anything left."""
+    """One line per node reached: what `down` stopped there, and anything left."""
     lines = []
     for name, r in result.per_node.items():
         if r.error:
@@ -141,41 +146,26 @@ def down_lines(result: DownResult) -> list[str]:
         elif what != "nothing running":
             what += "; none left"
         lines.append(f"{name}: {what}")
-    lines += [
-        f"{name}: NOT REACHED, nothing stopped there: {why}" for name, why in result.unreachable.items()
-    ]
+    # A node not reached is named once, at the end, with every other one, why and the ssh line.
     return lines
 
 
-def down_json(cluster: str, result: DownResult) -> str:
-    """`down --json`: per node what was stopped, the nodes not reached, and whether nothing is left."""
-    return json.dumps(
-        {"cluster": cluster, "clean": result.clean and not result.unreachable, **asdict(result)}, indent=2
-    )
+def down_dict(cluster: str, result: DownResult) -> dict[str, Any]:
+    """One deployment in `down --json`: per node what was stopped, the nodes not reached, and
+    whether nothing is left."""
+    return {"cluster": cluster, "clean": result.clean and not result.unreachable, **asdict(result)}
 
 
-def fleet_status_text(found: dict[str, Any], now: float) -> str:
-    """`status` of several deployments (status --json's document) for people, then the endpoint."""
-    lines = [f"cluster {found['cluster']}: {len(found['deployments'])} deployment(s)"]
-    for d in found["deployments"]:
-        planned = f"spec's plan {d['plan']}" if d["plan"] else "the spec does not plan: as the nodes say"
-        lines.append(f"deployment {d['deployment']}: {d['state']} ({planned})")
-        for n in d["nodes"]:
-            if not n["reachable"]:
-                what = f"UNREACHABLE: {n['error']}"
-            elif n["running"]:
-                what = f"running  pid {n['pid']}, up {now - (n['since'] or now):.0f} s, plan {n['digest']}"
-            else:
-                what = "stopped"
-            lines.append(f"  {n['name']:<12} rank {n['rank']}  {what}")
-        if d["nodes"] and d["nodes"][0]["running"]:
-            lines.append(f"  head /health: {d['health'] or 'no answer'}; model: {d['model'] or '?'}")
-        if d["serving"]:
-            lines.append(f"  {d['serving']['state'].upper()}: {d['serving']['reason']}")
-    end = found.get("endpoint")
-    if end:
-        state = "serving" if end["serving"] else ("running" if end["running"] else "stopped")
-        lines.append(
-            f"endpoint {end['url']} on {end['node']}: {state}; models: {', '.join(end['models']) or '-'}"
-        )
+def fleet_status_text(found: dict[str, ClusterStatus], endpoint: dict[str, Any] | None, now: float) -> str:
+    """`status` for people: each deployment's status (under its name when there are several, or
+    an endpoint), then the endpoint."""
+    if len(found) == 1 and endpoint is None:
+        return status_text(next(iter(found.values())), now)
+    lines = []
+    for name, st in found.items():
+        lines += [f"== deployment {name}", status_text(st, now)]
+    if endpoint:
+        state = "serving" if endpoint["serving"] else ("running" if endpoint["running"] else "stopped")
+        models = ", ".join(endpoint["models"]) or "-"
+        lines.append(f"endpoint {endpoint['url']} on {endpoint['node']}: {state}; models: {models}")
     return "\n".join(lines)

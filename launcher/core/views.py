@@ -221,10 +221,9 @@ def endpoint_dict(endpoint: EndpointPlan) -> dict[str, Any]:
 
 
 def fleet_dict(fleet: Fleet) -> dict[str, Any]:
-    """`plan --json` of a spec file: one deployment's plan as it always was, or every deployment's."""
+    """`plan --json` of a spec file: every deployment's plan in a list (one deployment: a list of
+    one, named after the cluster), then the endpoint."""
     end = {"endpoint": endpoint_dict(fleet.endpoint)} if fleet.endpoint else {}
-    if not fleet.multi:
-        return {**plan_dict(fleet.deployments[0].plan), **end}
     deployments = [{"deployment": d.name, **plan_dict(d.plan)} for d in fleet.deployments]
     return {"cluster": fleet.name, "deployments": deployments, **end}
 

@@ -111,9 +111,9 @@ class Reached:
         if self.unreachable:
             raise Unreachable(dict(self.unreachable), len(self.names), consequence)
 
-    def each(self, task: Callable[[Agent], T]) -> dict[str, T | SparkLaunchError]:
-        """Run an agent call on every node at once."""
-        return fan_out(self.names, lambda name: task(self.agents[name]))
+    def each(self, task: Callable[[Agent], T], finish: bool = False) -> dict[str, T | SparkLaunchError]:
+        """Run an agent call on every node at once (`finish`: on Ctrl-C, let the calls under way end)."""
+        return fan_out(self.names, lambda name: task(self.agents[name]), finish)
 
     def http(
         self, method: str, path: str, body: bytes | None = None, timeout: float = 10.0

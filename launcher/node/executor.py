@@ -7,10 +7,10 @@ name, the reason and a hint. What moves bytes between nodes is `relay`, over `op
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from launcher.errors import ExitStatus, SparkLaunchError
 
@@ -123,18 +123,96 @@ class Executor(Protocol):
         """Release every connection."""
 
 
-def fan_out(names: Iterable[str], task: Callable[[str], T]) -> dict[str, T | SparkLaunchError]:
+def fan_out(
+    names: Iterable[str], task: Callable[[str], T], finish: bool = False
+) -> dict[str, T | SparkLaunchError]:
     """Run `task(name)` for every node at once; a node's error is its result, not a crash.
 
     Every task ends before this returns (or raises what is not a SparkLaunchError, a bug).
+    Ctrl-C ends the wait at once (see `concurrently`); with `finish`, the tasks under way are let
+    finish first (what starts a process must not be cut off half-way).
     """
     names = list(names)
+    return concurrently({name: (lambda name=name: task(name)) for name in names}, finish)  # type: ignore[misc]
 
-    def guarded(name: str) -> T | SparkLaunchError:
+
+POLL = 0.1  # seconds between two looks at the tasks: the longest a Ctrl-C waits to be seen
+
+
+def concurrently(
+    tasks: Mapping[str, Callable[[], T]], finish: bool = False
+) -> dict[str, T | SparkLaunchError]:
+    """Run every task at once, each in a thread of its own; each one's result or SparkLaunchError.
+
+    The threads are daemons and this thread waits for them in short steps, so Ctrl-C
+    (KeyboardInterrupt, only ever raised in the main thread) ends the wait at once, and the
+    program exits without waiting on a connection that hangs: the caller then closes the
+    connections, which ends the tasks still waiting on them. With `finish`, the tasks under way
+    are waited for before the KeyboardInterrupt goes on (a second Ctrl-C stops waiting).
+    A task raising what is not a SparkLaunchError is a bug: raised here, once every task ended.
+    """
+    results: dict[str, T | SparkLaunchError] = {}
+    crashes: list[BaseException] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def run(name: str, task: Callable[[], T]) -> None:
+        value: T | SparkLaunchError
         try:
-            return task(name)
+            value = task()
         except SparkLaunchError as exc:
-            return exc
+            value = exc
+        except BaseException as exc:  # a bug: the caller's thread raises it
+            crashes.append(exc)
+            value = SparkLaunchError(f"{type(exc).__name__}: {exc}")
+        with lock:
+            results[name] = value
+            if len(results) == len(tasks):
+                done.set()
 
-    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
-        return dict(zip(names, pool.map(guarded, names), strict=True))
+    if not tasks:
+        return {}
+    threads = [
+        threading.Thread(target=run, args=(name, task), name=f"task {name}", daemon=True)
+        for name, task in tasks.items()
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        while not done.wait(POLL):
+            pass
+    except KeyboardInterrupt:
+        if finish:
+            for thread in threads:
+                thread.join()
+        raise
+    if crashes:
+        raise crashes[0]
+    return {name: results[name] for name in tasks}
+
+
+class Background(Generic[T]):
+    """A task run in a daemon thread of its own while this thread does something else; `result()`
+    waits for it in short steps (Ctrl-C is seen at once) and returns its value or raises its error."""
+
+    def __init__(self, task: Callable[[], T]) -> None:
+        self._value: list[T] = []
+        self._error: list[BaseException] = []
+        self._done = threading.Event()
+        threading.Thread(target=self._run, args=(task,), name="background task", daemon=True).start()
+
+    def _run(self, task: Callable[[], T]) -> None:
+        try:
+            self._value.append(task())
+        except BaseException as exc:  # handed to whoever waits for the result
+            self._error.append(exc)
+        finally:
+            self._done.set()
+
+    def result(self) -> T:
+        """The task's value, once it ended; what it raised, raised here."""
+        while not self._done.wait(POLL):
+            pass
+        if self._error:
+            raise self._error[0]
+        return self._value[0]

@@ -88,6 +88,8 @@ class SshExecutor:
         self._locks = {name: threading.Lock() for name in targets}
         self._failed: dict[str, tuple[float, NodeError]] = {}  # the last failed try, and when it ended
         self._down: dict[str, NodeError] = {}  # not tried again (see `reach`)
+        self._opening: dict[str, Connection] = {}  # being set up now (closed by `close` too)
+        self._closed = False
 
     # -- connections -------------------------------------------------------------------
     def connection(self, node: str) -> Connection:
@@ -102,13 +104,18 @@ class SshExecutor:
             conn = self._connections.get(node)
             if conn is not None and conn.is_connected:
                 return conn
+            if self._closed:  # Ctrl-C closed every connection: a task left running opens no new one
+                raise NodeError(node, "not connected: the command is ending")
             conn = self._new_connection(node)
+            self._opening[node] = conn
             try:
                 with self._errors(node, conn, since=time.monotonic()):
                     conn.open()
             except NodeError as exc:
                 self._failed[node] = (time.monotonic(), exc)
                 raise
+            finally:
+                self._opening.pop(node, None)
             transport = conn.client.get_transport()
             interval = int(conn.ssh_config.get("serveraliveinterval", KEEPALIVE_SECONDS))
             if transport is not None and interval > 0:  # a dead peer is noticed in seconds, not at TCP's pace
@@ -129,11 +136,11 @@ class SshExecutor:
         conn = Connection(self.targets[node], config=config)
         hop: Any = conn
         while isinstance(hop, Connection):  # every ProxyJump hop by the final host's rules
-            self._setup(node, hop)
+            self._setup(node, hop, hop is not conn)
             hop = hop.gateway
         return conn
 
-    def _setup(self, node: str, conn: Connection) -> None:
+    def _setup(self, node: str, conn: Connection, hop: bool) -> None:
         """Timeouts, ciphers and host-key checking of one connection (a hop's too), by its Host block."""
         # fabric reads ConnectTimeout (as whole seconds) for the TCP connection only; the greeting,
         # the handshake and the authentication each get the same bound, or a silent peer holds us.
@@ -156,7 +163,9 @@ class SshExecutor:
         else:
             conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
         identities = " ".join(conn.ssh_config.get("identityfile", [])) or "ssh-agent and the default keys"
-        log.info("%s: %s; StrictHostKeyChecking %s; %s", node, self._target(node, conn), strict, identities)
+        log.info(
+            "%s: %s; StrictHostKeyChecking %s; %s", node, self._target(node, conn, hop), strict, identities
+        )
 
     @contextmanager
     def _errors(self, node: str, conn: Connection | None = None, since: float = 0.0) -> Iterator[None]:
@@ -172,7 +181,7 @@ class SshExecutor:
                     node, lost(detail), "the node may have rebooted or the network dropped"
                 ) from None
             hop = hop_of(conn, exc)
-            target = self._target(node, hop or conn)
+            target = self._target(node, hop or conn, hop is not None)
             kind, detail = kind_of(exc)
             if kind == "no-greeting" and time.monotonic() - since < target.timeout / 2:
                 kind = "closed"  # it hung up long before the timeout: no SSH server, or one refusing us
@@ -181,10 +190,10 @@ class SshExecutor:
                 node, f"the ProxyJump hop {hop.original_host}: {reason}" if hop else reason, hint
             ) from None
 
-    def _target(self, node: str, conn: Connection) -> Target:
+    def _target(self, node: str, conn: Connection, hop: bool = False) -> Target:
         """The node's target as its ssh_config resolved it, for the failure's words."""
         return Target(
-            alias=self.targets[node] if conn.original_host == self.targets[node] else str(conn.original_host),
+            alias=str(conn.original_host) if hop else self.targets[node],  # a hop: its own alias
             user=str(conn.user),
             host=str(conn.host),
             port=int(conn.port),
@@ -266,8 +275,10 @@ class SshExecutor:
             return ChannelStream(channel, (EOFError, paramiko.SSHException))
 
     def close(self) -> None:
-        """Close every connection."""
-        for conn in self._connections.values():
+        """Close every connection, and every one being set up (its handshake then fails at once:
+        after Ctrl-C, nothing waits for a node that does not answer)."""
+        self._closed = True
+        for conn in [*self._opening.values(), *self._connections.values()]:
             conn.close()
         self._connections.clear()
 

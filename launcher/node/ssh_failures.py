@@ -20,7 +20,7 @@ from typing import Any
 class Target:
     """A node's SSH target as its ssh_config resolves it."""
 
-    alias: str  # what the spec's `ssh:` says
+    alias: str  # what the spec's `ssh:` says (user@host:port, or an ssh_config alias), or a hop's
     user: str
     host: str
     port: int
@@ -42,19 +42,41 @@ class Target:
     def __str__(self) -> str:
         """What `-v` shows of it."""
         return (
-            f"{self.where} through {self.ssh_config or '~/.ssh/config'}, timeout {self.timeout:g} s, "
+            f"{self.where} through {config_name(self.ssh_config)}, timeout {self.timeout:g} s, "
             f"known_hosts {self.known_hosts}"
         )
 
     def ssh(self, *options: str) -> str:
-        """The ssh command line that reaches this node the same way."""
+        """The ssh command line that reaches this node the same way: its ssh_config (-F, when not
+        the default one), then the spec's target as ssh takes it (`admin@host:2222` is
+        `-p 2222 admin@host`; an alias as it is, its ssh_config saying the rest)."""
         config = ["-F", self.ssh_config] if self.ssh_config else []
-        return " ".join(["ssh", *config, *options, self.alias])
+        return " ".join(["ssh", *config, *options, *ssh_words(self.alias)])
+
+    @property
+    def test(self) -> str:
+        """The command that tests this node's SSH as spark-launch uses it."""
+        return f"`{self.ssh()} true`"
+
+
+def ssh_words(target: str) -> list[str]:
+    """A spec's ssh target as ssh's own words: `user@host:port` -> `-p PORT user@host`."""
+    head, colon, port = target.rpartition(":")
+    if colon and port.isdigit() and head and ":" not in head.rsplit("@", 1)[-1].strip("[]"):
+        return ["-p", port, head.replace("[", "").replace("]", "")]
+    return [target]
+
+
+def config_name(ssh_config: str | None) -> str:
+    """How to name the ssh_config in use: its path, ~/.ssh/config when that is it, or none."""
+    if ssh_config:
+        return ssh_config
+    return "~/.ssh/config" if Path("~/.ssh/config").expanduser().is_file() else "no ssh_config"
 
 
 def failure(kind: str, detail: str, target: Target) -> tuple[str, str]:
     """(reason, hint) for a connection that failed in the way `kind` names."""
-    t, where = f"{target.timeout:g} s", target.where
+    t, where, test = f"{target.timeout:g} s", target.where, target.test
     debug = f"`{target.ssh('-v')} true` shows where it stops"
     accept = target.ssh(*(["-o", "BatchMode=no"] if target.batch else [])) + " true"
     texts = {
@@ -71,7 +93,7 @@ def failure(kind: str, detail: str, target: Target) -> tuple[str, str]:
         ),
         "auth": (
             f"{where} refused every key offered (authentication failed)",
-            f"`{target.ssh()} true` must log in without a password: ssh-copy-id -p {target.port} "
+            f"{test} must log in without a password: ssh-copy-id -p {target.port} "
             f"{target.user}@{target.host}, or name the key with IdentityFile in the ssh_config",
         ),
         "auth-timeout": (
@@ -80,14 +102,20 @@ def failure(kind: str, detail: str, target: Target) -> tuple[str, str]:
         ),
         "no-key": (
             f"no key to offer {where}",
-            "name one with IdentityFile in the ssh_config, or load one into ssh-agent",
+            f"name one with IdentityFile in the ssh_config, or load one into ssh-agent; {test} tests it",
         ),
-        "refused": (f"connection refused by {where}", f"is sshd running there, on port {target.port}?"),
+        "refused": (
+            f"connection refused by {where}",
+            f"is sshd running there, on port {target.port}? {test} tests it",
+        ),
         "timeout": (
             f"no answer from {where} within {t}",
             f"is the address right and reachable from here? {debug}; --connect-timeout to wait longer",
         ),
-        "resolve": (f"cannot resolve {target.host}", "check the ssh target, or HostName in the ssh_config"),
+        "resolve": (
+            f"cannot resolve {target.host}",
+            f"check the ssh target, or HostName in the ssh_config; {test} tests it",
+        ),
         "no-greeting": (
             f"{where} accepted the connection but did not complete an SSH handshake within {t}",
             f"is sshd listening on that port (not another server or a stalled proxy), and not "
@@ -95,7 +123,7 @@ def failure(kind: str, detail: str, target: Target) -> tuple[str, str]:
         ),
         "not-ssh": (
             f"{where} answered, but not as an SSH server",
-            "is the port right? (HostName and Port in the ssh_config)",
+            f"is the port right? (HostName and Port in the ssh_config); {test} tests it",
         ),
         "incompatible": (
             f"{where} offers no SSH algorithm spark-launch can use",

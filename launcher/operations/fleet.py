@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from launcher.core.fleet_plan import Fleet
 from launcher.errors import SparkLaunchError, SpecError
 from launcher.node.cluster import Cluster, Reached
+from launcher.node.executor import fan_out
 from launcher.operations.reporter import Reporter
 from launcher.operations.running.endpoint import (
     Endpoint,
@@ -31,6 +31,11 @@ class Deployments:
     clusters: dict[str, Cluster]
     endpoint: Endpoint | None
     whole: bool  # every deployment (no --deployment): the endpoint is started and stopped too
+    every: dict[str, Cluster] = field(default_factory=dict)  # all of the file's (the endpoint routes them)
+
+    def others(self) -> dict[str, Cluster]:
+        """The deployments not chosen (their state decides the endpoint's routes too)."""
+        return {n: c for n, c in self.every.items() if n not in self.clusters}
 
     @property
     def name(self) -> str:
@@ -62,17 +67,13 @@ Reachable = Deployments | Unplanned
 def each(clusters: dict[str, C], task: Callable[[str, C], T]) -> dict[str, T | SparkLaunchError]:
     """Run `task` for every chosen deployment at once; an error is that deployment's result."""
 
-    def guarded(name: str) -> T | SparkLaunchError:
-        try:
-            return task(name, clusters[name])
-        except SparkLaunchError as exc:
-            return exc
-
     names = list(clusters)
     if len(names) == 1:  # in this thread: Ctrl-C reaches it as it reaches a one-model `up`
-        return {names[0]: guarded(names[0])}
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        return dict(zip(names, pool.map(guarded, names), strict=True))
+        try:
+            return {names[0]: task(names[0], clusters[names[0]])}
+        except SparkLaunchError as exc:
+            return {names[0]: exc}
+    return fan_out(names, lambda name: task(name, clusters[name]))
 
 
 class Prefixed:

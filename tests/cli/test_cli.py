@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
-from launcher.cli.main import COMMANDS, Launcher
+from launcher.cli.main import COMMANDS, Launcher, cli
 from launcher.errors import ExitStatus, InputError, SparkLaunchError
 from tests.conftest import ROOT, base_spec, edit, write
 from tests.invoke import invoke
@@ -27,7 +29,10 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 def test_plan_json_shape() -> None:
     code, out, _ = run_cli("plan", QWEN, "--json")
     assert code == 0
-    doc = json.loads(out)
+    whole = json.loads(out)
+    assert set(whole) == {"cluster", "deployments"} and len(whole["deployments"]) == 1  # a list of one
+    doc = whole["deployments"][0]
+    assert doc["deployment"] == whole["cluster"] == "spark-pair"
     assert {"cluster", "vllm_version", "nodes", "derived"} <= set(doc)
     assert [n["name"] for n in doc["nodes"]] == ["spark-1", "spark-2"]
     for node in doc["nodes"]:
@@ -74,7 +79,8 @@ def test_every_command_has_help_with_an_example(command: str) -> None:
 def test_the_top_level_help_names_every_command() -> None:
     code, out, _ = run_cli("--help")
     assert code == 0
-    assert [c for c in COMMANDS if f"spark-launch {c} " not in out] == []
+    prose = out.split("\nOptions:")[0]  # not click's own list of commands
+    assert [c for c in COMMANDS if not re.search(rf"\b{c}\b", prose)] == []
 
 
 def test_usage_error_exits_2() -> None:
@@ -205,3 +211,28 @@ def test_a_bad_spec_prints_no_traceback(tmp_path: Path) -> None:
         [sys.executable, "-m", "launcher", "plan", str(bad)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr and "nodes: expected a list" in done.stderr
+
+
+def _command_paths(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        found += (
+            _command_paths(command, (*path, name)) if isinstance(command, click.Group) else [(*path, name)]
+        )
+    return found
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_every_help_fits_the_terminal(columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """click wraps prose to the terminal; the examples and tables are written to fit 80 columns."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    too_wide = {}
+    for path in _command_paths(cli):
+        done = invoke([*path, "--help"])
+        assert done.exit_code == 0, path
+        wide = [line for line in done.output.splitlines() if len(line) > columns]
+        if wide:
+            too_wide[" ".join(path) or "spark-launch"] = wide
+    assert not too_wide, too_wide

@@ -38,7 +38,8 @@ def test_validate_json_lists_every_problem_with_its_line_and_hint(tmp_path: Path
 def test_validate_json_of_a_good_spec() -> None:
     code, out, _ = run_cli("validate", DEMO, "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["ok"] is True and doc["nodes"] == 2 and doc["problems"] == []
+    assert code == 0 and doc["ok"] is True and doc["problems"] == []
+    assert [(d["deployment"], d["nodes"]) for d in doc["deployments"]] == [("demo", 2)]
 
 
 def test_validate_json_of_a_missing_file_is_exit_2() -> None:
@@ -48,7 +49,7 @@ def test_validate_json_of_a_missing_file_is_exit_2() -> None:
 
 def test_up_dry_run_json_is_json() -> None:
     code, out, _ = run_cli("up", DEMO, "--dry-run", "--json")
-    doc = json.loads(out)
+    (doc,) = json.loads(out)["deployments"]  # a list of one, as with several
     assert code == 0 and doc["run"] is False and [n["name"] for n in doc["nodes"]] == ["node1", "node2"]
     head = doc["nodes"][0]
     assert head["argv"][-1] != "--headless" and [c["script"] for c in head["calls"]] == ["start"]

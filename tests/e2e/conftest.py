@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import socket
 import subprocess
@@ -98,6 +99,12 @@ def cli(
         env={**os.environ, **(env or {})},
         check=False,
     )
+
+
+def only(document: str) -> Any:
+    """The one deployment of a command's `--json` document (every deployment is in a list)."""
+    (deployment,) = json.loads(document)["deployments"]
+    return deployment
 
 
 def start_cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

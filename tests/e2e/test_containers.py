@@ -29,6 +29,7 @@ from tests.e2e.conftest import (
     ENGINES_SECONDS,
     cli,
     marked_processes,
+    only,
     spec_file,
     start_cli,
     wait_for_line,
@@ -233,7 +234,7 @@ def served(engines: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     done = cli("up", spec, "--json", env=env, timeout=1800)
     seconds = time.monotonic() - began
     assert done.returncode == 0, done.stderr
-    yield {"spec": spec, "env": env, "up": done, "up_seconds": seconds, "result": json.loads(done.stdout)}
+    yield {"spec": spec, "env": env, "up": done, "up_seconds": seconds, "result": only(done.stdout)}
     cli("down", spec, "--grace", "5")
 
 
@@ -276,7 +277,7 @@ def test_the_containers_run_as_planned_with_the_env_from_a_file(served: dict[str
 def test_status_shows_both_containers_running_the_plan(served: dict[str, Any]) -> None:
     done = cli("status", served["spec"], "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    status = json.loads(done.stdout)
+    status = only(done.stdout)
     assert status["state"] == "running" and status["health"] == 200
     assert [(n["name"], n["running"], n["plan_matches"]) for n in status["nodes"]] == [
         ("node1", True, True),

@@ -1,13 +1,15 @@
 """Two deployments on the test bed behind one endpoint, shared by every test of the module:
 a real TP-2 Qwen3-Next pair across both nodes and a real one-node dense Llama on node2, both
-answering through the endpoint (LiteLLM's proxy on node1) to the endpoint's own client key, and
-only to it; big's API on node1's loopback, out of the other node's reach; `down --deployment
-big` leaves the small one serving (its processes untouched); `down` leaves nothing."""
+answering through the endpoint (LiteLLM's proxy on node1, which `up` installs there: the spec
+names no endpoint.venv) to the endpoint's own client key, and only to it; big's API on node1's
+loopback, out of the other node's reach; `down --deployment big` leaves the small one serving
+(its processes untouched) and the endpoint offering it alone; `down` leaves nothing."""
 
 from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import socket
 import subprocess
 import time
@@ -19,6 +21,9 @@ from typing import Any
 
 import pytest
 
+from launcher.catalogs import router_key, router_lock
+from launcher.core.endpoint_plan import ROUTER_VERSION
+from launcher.core.router import managed_venv
 from tests.conftest import ROOT
 from tests.e2e.conftest import NAMESPACES, cli, marked_processes
 
@@ -67,22 +72,35 @@ def connect_from(node: str, address: str, port: int) -> str:
     return done.stdout.strip() or done.stderr.strip()
 
 
+# Where `up` installs the router on node1 (the bed's nodes share this machine's files and root's home).
+ROUTER = Path(managed_venv(router_key()).replace("~", str(Path.home()), 1))
+
+
 @pytest.fixture(scope="module")
 def served(testbed: Path) -> Iterator[dict[str, Any]]:
-    """`spark-launch up` of both deployments and the endpoint, for the whole module."""
+    """`spark-launch up` of both deployments and the endpoint, for the whole module: the router
+    installed on node1 by `up` itself (none there before), from the bed's wheels."""
     cli("down", SPEC, "--grace", "5")
+    shutil.rmtree(ROUTER, ignore_errors=True)
     began = time.monotonic()
     done = cli("up", SPEC, "--json", env=ENV, timeout=1200)
     seconds = time.monotonic() - began
     assert done.returncode == 0, done.stderr
-    print(f"\nup of both deployments and the endpoint: {seconds:.1f} s")
-    yield {"up": json.loads(done.stdout), "seconds": seconds}
+    print(f"\nup of both deployments and the endpoint, the router installed: {seconds:.1f} s")
+    yield {"up": json.loads(done.stdout), "seconds": seconds, "said": done.stderr}
     cli("down", SPEC, "--grace", "5")
     assert marked_processes("demo-multi") == []
 
 
+def test_up_installed_the_router_on_the_head(served: dict[str, Any]) -> None:
+    assert f"installing the router (litellm[proxy]=={ROUTER_VERSION}) on node1" in served["said"]
+    assert (ROUTER / ".complete").exists() and (ROUTER / "bin" / "litellm").exists()
+    assert (ROUTER.parent / f"{ROUTER.name}.requirements.txt").read_text() == router_lock()
+
+
 def test_both_deployments_answer_through_the_endpoint(served: dict[str, Any]) -> None:
-    assert set(served["up"]["deployments"]) == {"big", "small"} and served["up"]["endpoint"] == ENDPOINT
+    assert {d["deployment"] for d in served["up"]["deployments"]} == {"big", "small"}
+    assert served["up"]["endpoint"] == ENDPOINT
     status, models = ask(f"{ENDPOINT}/models")
     assert status == 200 and {m["id"] for m in models["data"]} == {BIG, SMALL}
     status, big = ask(f"{ENDPOINT}/completions", {"model": BIG, "prompt": "w5 w6 w7", "max_tokens": 2})
@@ -137,8 +155,8 @@ def test_status_json_names_each_deployment(served: dict[str, Any]) -> None:
 def test_verify_proves_each_deployment_and_logs_name_it(served: dict[str, Any]) -> None:
     done = cli("verify", SPEC, "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    found = json.loads(done.stdout)
-    assert set(found) == {"big", "small"} and all(v["ok"] for v in found.values())
+    found = json.loads(done.stdout)["deployments"]
+    assert {d["deployment"] for d in found} == {"big", "small"} and all(d["ok"] for d in found)
     lines = cli("logs", SPEC, "-n", "2").stdout.splitlines()
     assert {line.split(" | ")[0].strip() for line in lines} == {"big/node1", "big/node2", "small/node2"}
     endpoint = cli("logs", SPEC, "--endpoint", "-n", "3").stdout.splitlines()
@@ -148,7 +166,7 @@ def test_verify_proves_each_deployment_and_logs_name_it(served: dict[str, Any]) 
 def test_down_of_one_deployment_leaves_the_other_serving(served: dict[str, Any]) -> None:
     small = sorted(marked_processes("demo-multi/small"))
     assert small and marked_processes("demo-multi/big")
-    done = cli("down", SPEC, "--deployment", "big", "--grace", "5")
+    done = cli("down", SPEC, "--deployment", "big", "--grace", "5", env=ENV)  # the router restarts
     assert done.returncode == 0, done.stderr
     assert marked_processes("demo-multi/big") == []
     assert sorted(marked_processes("demo-multi/small")) == small  # untouched, not restarted
@@ -156,6 +174,8 @@ def test_down_of_one_deployment_leaves_the_other_serving(served: dict[str, Any])
     assert status == 200 and answer["model"] == SMALL
     status, answer = ask(f"{ENDPOINT}/completions", {"model": BIG, "prompt": "w5 w6", "max_tokens": 1})
     assert status >= 400 and answer["error"]["message"]
+    status, models = ask(f"{ENDPOINT}/models")  # the endpoint offers what runs, and only that
+    assert status == 200 and [m["id"] for m in models["data"]] == [SMALL]
 
 
 def test_down_leaves_nothing(served: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from tests.e2e.conftest import (
     cli,
     hold_port,
     marked_processes,
+    only,
     spec_file,
     start_cli,
     wait_for_line,
@@ -102,7 +103,7 @@ def test_losing_a_node_while_waiting_stops_the_others_and_names_it(clean_demo: N
     assert marked_processes("demo/node1") == [] and marked_processes("demo/node2")
     subprocess.run([sys.executable, "-m", "testbed", "up"], check=True, capture_output=True)  # sshd back
     seen = cli("status", DEMO, "--json", "--no-watchdog")
-    status = json.loads(seen.stdout)
+    status = only(seen.stdout)
     assert seen.returncode == 1 and status["state"] == "partial", seen.stdout + seen.stderr
     assert [(n["name"], n["running"]) for n in status["nodes"]] == [("node1", False), ("node2", True)]
     stopped = cli("down", DEMO, "--grace", "5")

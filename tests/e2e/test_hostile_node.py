@@ -30,7 +30,7 @@ from launcher.node.ssh import SshExecutor
 from launcher.node.unit import unit_sha
 from testbed.shards import write_sharded_model
 from tests.conftest import ROOT
-from tests.e2e.conftest import BED, DEMO, cli, spec_file
+from tests.e2e.conftest import BED, DEMO, cli, only, spec_file
 from tests.node_scripts import answer_of, run_script
 
 pytestmark = pytest.mark.testbed
@@ -259,7 +259,7 @@ def test_a_node_flooding_its_answer_is_refused_with_bounded_memory_and_no_stall(
     forge("rank_status.sh", script + "\n")
     done, seconds, peak = measured("status", DEMO, "--json")
     print(f"\nflood ({said}): {seconds:.1f} s, launcher peak RSS {peak} MiB")
-    [node1] = [n for n in json.loads(done.stdout)["nodes"] if n["name"] == "node1"]
+    [node1] = [n for n in only(done.stdout)["nodes"] if n["name"] == "node1"]
     assert not node1["reachable"] and said in node1["error"]
     assert peak < 200  # a 400 MB answer once took the launcher to 811 MB
 

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.e2e.conftest import BED, DEMO, cli, marked_processes
+from tests.e2e.conftest import BED, DEMO, cli, marked_processes, only
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
@@ -188,7 +188,7 @@ def test_a_second_check_reuses_the_learned_catalog(bed: dict[str, Any]) -> None:
 def test_plan_offline_then_plans_with_what_was_read_and_learned(bed: dict[str, Any]) -> None:
     done = cli("plan", bed["spec"], "--json", env=bed["env"])
     assert done.returncode == 0, done.stderr
-    plan = json.loads(done.stdout)
+    plan = only(done.stdout)
     assert plan["notes"][0].startswith(
         f"vLLM {DEV} is a development build toward 0.32.1, after release 0.32.0"
     )
@@ -198,17 +198,17 @@ def test_plan_offline_then_plans_with_what_was_read_and_learned(bed: dict[str, A
     assert "(as read earlier, kept on this machine)" in model["reason"]
     assert "--mamba-cache-mode=align" in plan["nodes"][1]["argv"]  # 0.32's rules: the flag is live
     online = cli("plan", bed["spec"], "--from-head", "--json", env=bed["env"])
-    assert online.returncode == 0 and json.loads(online.stdout)["digest"] == plan["digest"]
+    assert online.returncode == 0 and only(online.stdout)["digest"] == plan["digest"]
     assert "read from node1: the model's config.json and its vLLM build" in online.stderr
 
 
 def test_up_serves_and_verify_shows_mamba_align_and_growing_prefix_hits(bed: dict[str, Any]) -> None:
     up = bed["up"]
     assert up.returncode == 0, up.stderr[-3000:]
-    assert json.loads(up.stdout)["model"] == "tiny-qwen3-next"
+    assert only(up.stdout)["model"] == "tiny-qwen3-next"
     done = cli("verify", bed["spec"], "--json", env=bed["env"], timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(done.stdout)
+    result = only(done.stdout)
     assert result["cache_config"]["mamba_cache_mode"] == "align"
     hits = result["prefix_cache_hits_after_each_send"]
     assert hits[-1] > hits[0] >= 0 and hits[-1] % int(result["cache_config"]["block_size"]) == 0
@@ -225,7 +225,7 @@ def test_while_it_serves_a_broken_spec_still_shows_and_stops_it(bed: dict[str, A
         assert done.returncode == 0, done.stdout + done.stderr
         assert done.stderr.startswith(f"warning: {broken}:")
         assert "the spec does not plan: working from what the nodes run" in done.stderr
-        status = json.loads(done.stdout)
+        status = only(done.stdout)
         assert status["state"] == "running" and status["plan"] is None and status["health"] == 200
         assert status["serving"]["state"] == "serving"
         logs = cli("logs", broken, "-n", "2", env=bed["env"])
@@ -244,5 +244,5 @@ def test_while_it_serves_a_broken_spec_still_shows_and_stops_it(bed: dict[str, A
     assert down.returncode == 0, down.stderr
     assert "node1: stopped" in down.stderr and "node2: stopped" in down.stderr
     assert marked_processes() == []
-    after = json.loads(cli("status", bed["spec"], "--json", env=bed["env"]).stdout)
+    after = only(cli("status", bed["spec"], "--json", env=bed["env"]).stdout)
     assert after["state"] == "stopped"

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import NAMESPACES, cli, down_if_running, marked_processes, spec_file, start_cli
+from tests.e2e.conftest import NAMESPACES, cli, down_if_running, marked_processes, only, spec_file, start_cli
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
@@ -35,7 +35,7 @@ def served(testbed: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     done = cli("up", spec, "--json", env=env, timeout=900)
     seconds = time.monotonic() - began
     assert done.returncode == 0, done.stderr
-    yield {"spec": spec, "env": env, "up": done, "up_seconds": seconds, "result": json.loads(done.stdout)}
+    yield {"spec": spec, "env": env, "up": done, "up_seconds": seconds, "result": only(done.stdout)}
     cli("down", spec, "--grace", "5")
 
 
@@ -54,7 +54,7 @@ def test_up_serves_the_model(served: dict[str, Any]) -> None:
 def test_status_shows_both_ranks_running_the_spec_plan(served: dict[str, Any]) -> None:
     done = cli("status", served["spec"], "--json")
     assert done.returncode == 0, done.stdout + done.stderr
-    status = json.loads(done.stdout)
+    status = only(done.stdout)
     assert status["state"] == "running" and status["health"] == 200 and status["model"] == "tiny-qwen3-next"
     assert [(n["name"], n["rank"], n["running"], n["plan_matches"]) for n in status["nodes"]] == [
         ("node1", 0, True, True),
@@ -102,7 +102,7 @@ def verified(served: dict[str, Any]) -> subprocess.CompletedProcess[str]:
 def test_verify_proves_completion_and_prefix_cache_hits(verified: subprocess.CompletedProcess[str]) -> None:
     done = verified
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(done.stdout)
+    result = only(done.stdout)
     assert {c["name"]: c["ok"] for c in result["checks"]} == {
         "models": True,
         "completion": True,
@@ -120,7 +120,7 @@ def test_check_on_the_running_cluster_agrees_with_what_the_server_reports(
     done = cli("check", served["spec"], "--json", timeout=600)
     assert done.returncode == 0, done.stdout[-3000:]
     probe = {r["item"]: r["values"] for r in json.loads(done.stdout)["rows"] if r["area"] == "probe"}
-    live = json.loads(verified.stdout)["cache_config"]
+    live = only(verified.stdout)["cache_config"]
     for node in ("node1", "node2"):
         assert probe["mamba_cache_mode"][node] == live["mamba_cache_mode"] == "align"
         assert str(probe["enable_prefix_caching"][node]) == live["enable_prefix_caching"] == "True"
@@ -139,7 +139,7 @@ def test_up_with_another_plan_is_refused_without_replace(served: dict[str, Any],
     done = cli("up", other, env=served["env"])
     assert done.returncode == 1
     assert "already running" in done.stderr and "--replace" in done.stderr
-    assert json.loads(cli("status", served["spec"], "--json").stdout)["state"] == "running"
+    assert only(cli("status", served["spec"], "--json").stdout)["state"] == "running"
     assert cli("status", other).returncode == 1  # drift: the nodes run another plan than this spec's
 
 
@@ -224,11 +224,11 @@ def test_diagnose_bundles_everything_and_no_secret(served: dict[str, Any], tmp_p
 
 def test_up_replace_restarts_with_the_new_plan(served: dict[str, Any], tmp_path: Path) -> None:
     other = spec_file(tmp_path, env={"VLLM_LOGGING_LEVEL": "INFO"}, secrets=["SPARK_DEMO_TOKEN"])
-    before = json.loads(cli("status", served["spec"], "--json").stdout)
+    before = only(cli("status", served["spec"], "--json").stdout)
     done = cli("up", other, "--replace", "--no-probe", env=served["env"], timeout=900)
     assert done.returncode == 0, done.stderr
     assert "--replace: stopping the running cluster" in done.stderr
-    after = json.loads(cli("status", other, "--json").stdout)
+    after = only(cli("status", other, "--json").stdout)
     assert after["state"] == "running" and after["plan"] != before["plan"]
     assert {n["run_id"] for n in after["nodes"]} != {n["run_id"] for n in before["nodes"]}
     served["replaced"] = other
@@ -282,6 +282,6 @@ def test_down_stops_ours_only_and_is_safe_twice(served: dict[str, Any]) -> None:
         assert stranger.poll() is None
         again = cli("down", served["spec"])
         assert again.returncode == 0 and "nothing running" in again.stderr
-        assert json.loads(cli("status", served["spec"], "--json").stdout)["state"] == "stopped"
+        assert only(cli("status", served["spec"], "--json").stdout)["state"] == "stopped"
     finally:
         stranger.kill()

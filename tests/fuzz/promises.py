@@ -158,11 +158,12 @@ def _located(call: Call, filename: str, lines: int, report: list[str] | None = N
 
 def _plan_promises(text: str, as_json: str, dry_run: str) -> list[str]:
     """The shown env values and commands, run through bash, are exactly those of plan --json."""
-    plan = json.loads(as_json)
-    if "nodes" not in plan or "endpoint" in plan:
+    whole = json.loads(as_json)
+    if len(whole["deployments"]) != 1 or "endpoint" in whole:
         # Several deployments (or an endpoint): each deployment's plan text is the one-model
         # plan's, which the one-deployment specs hold to these promises.
         return []
+    plan = whole["deployments"][0]
     broken: list[str] = []
     expected: list[list[str]] = []
     script = []

@@ -74,7 +74,22 @@ def test_a_closed_port_is_refused_at_once(tmp_path: Path) -> None:
     config = ssh_config(tmp_path / "config", {"gone": port})
     error = failure(SshExecutor({"n1": "gone"}, str(config)), "n1")
     assert error.reason == f"connection refused by tester@127.0.0.1:{port}"
-    assert error.hint == f"is sshd running there, on port {port}?"
+    assert error.hint == f"is sshd running there, on port {port}? `ssh -F {config} gone true` tests it"
+
+
+def test_a_target_with_user_and_port_keeps_both_in_the_ssh_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/config: the line names none
+    port = closed_port()
+    error = failure(SshExecutor({"n1": f"admin@127.0.0.1:{port}"}), "n1")
+    assert error.reason == f"connection refused by admin@127.0.0.1:{port}"
+    assert error.hint == (
+        f"is sshd running there, on port {port}? `ssh -p {port} admin@127.0.0.1 true` tests it"
+    )
+    with listening() as silent:
+        slow = failure(SshExecutor({"n1": f"admin@127.0.0.1:{silent.port}"}, None, 0.3), "n1")
+    assert f"`ssh -v -p {silent.port} admin@127.0.0.1 true` shows where it stops" in str(slow.hint)
 
 
 def test_an_unknown_host_key_names_the_known_hosts_in_use_and_the_ssh_line_that_accepts_it(

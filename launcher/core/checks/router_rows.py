@@ -9,14 +9,18 @@ from launcher.core.endpoint_plan import ROUTER, ROUTER_PIN, ROUTER_VERSION, Endp
 
 
 def router_row(endpoint: EndpointPlan, answer: dict[str, Any]) -> Row:
-    """The router's release in endpoint.venv on the head: it must be the pinned one."""
-    version = answer.get("version")
+    """The router's release where the endpoint runs it from on the head: the pinned one, or (in
+    the launcher's own venv, `answer["managed"]`) none yet, which `up` installs."""
+    version, venv = answer.get("version"), endpoint.argv[0].rsplit("/bin/", 1)[0]
+    if answer.get("managed") and version != ROUTER_VERSION:
+        shown = f"not installed yet in {venv}: `up` installs {ROUTER_PIN} there"
+        return Row("endpoint", "router (pinned)", {endpoint.node.name: shown}, True)
     ok = version == ROUTER_VERSION
-    shown = f"{ROUTER} {version}" if version else f"no {ROUTER} in {endpoint.argv[0].rsplit('/bin/', 1)[0]}"
+    shown = f"{ROUTER} {version}" if version else f"no {ROUTER} in {venv}"
     hint = None
     if not ok:
         hint = (
-            f"the endpoint needs {ROUTER_PIN} in endpoint.venv on {endpoint.node.name}: run "
-            "scripts/router-venv.sh there and point endpoint.venv at the path it prints"
+            f"the endpoint needs {ROUTER_PIN} in endpoint.venv on {endpoint.node.name}: leave "
+            "endpoint.venv out and `up` installs it, or build it there (make router-venv)"
         )
     return Row("endpoint", "router (pinned)", {endpoint.node.name: shown}, ok, hint)

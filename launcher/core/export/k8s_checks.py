@@ -18,6 +18,10 @@ from launcher.core.spec.k8s_section import WHERE, K8sSection
 from launcher.core.spec.sections import Node, SpecFile
 from launcher.errors import Problem
 
+# Where endpoint_image holds the router when the spec names no endpoint.venv (on the nodes, `up`
+# keeps it under the node user's home; an image has no such home).
+IMAGE_ROUTER_VENV = "/opt/spark-launch-router"
+
 # An object name LWS can derive its pods' and StatefulSets' names from (RFC 1035, room for suffixes).
 NAME = re.compile(r"[a-z]([a-z0-9-]{0,38}[a-z0-9])?\Z")
 NAME_HINT = "lower-case letters, digits and '-', starting with a letter, at most 40 characters"
@@ -51,7 +55,7 @@ def export_problems(file: SpecFile, fleet: Fleet) -> list[Problem]:
             )
         )
     if file.endpoint is not None and k8s.endpoint_image is None:
-        hint = f"an image holding the router's venv at {file.endpoint.venv}"
+        hint = f"an image holding the router's venv at {file.endpoint.venv or IMAGE_ROUTER_VENV}"
         problems.append(Problem((*WHERE, "endpoint_image"), "is required to export the endpoint", hint))
     for deployed in fleet.deployments:
         problems += _alike(file, deployed.plan.nodes, deployed.spec.nodes)

@@ -16,7 +16,7 @@ def facts_text(nodes: Mapping[str, Mapping[str, Any]]) -> str:
 
 def _node(name: str, f: Mapping[str, Any]) -> str:
     if "error" in f:
-        return f"== {name} (ssh {f.get('ssh')})\n  UNREACHABLE: {f['error']}"
+        return f"== {name} (ssh {f.get('ssh')})\n  UNREACHABLE (see below)"
     lines = [f"== {name} (ssh {f.get('ssh')}): host {f.get('hostname')}, python {f.get('python')}"]
     lines.append("  interfaces:")
     for iface in f.get("interfaces", []):

@@ -81,7 +81,7 @@ def relocate(file: SpecFile, index: int, problem: Problem) -> Problem:
         mine = [n for n in dict.fromkeys(file.deployments[index].nodes) if n in _names(file)]
         if path[1] < len(mine):
             path = ("nodes", _names(file).index(mine[path[1]]), *path[2:])
-    return Problem(path, problem.message, problem.hint)
+    return Problem(path, problem.message, problem.hint, problem.cause)
 
 
 def _names(file: SpecFile) -> list[str]:
@@ -197,12 +197,12 @@ def _check_endpoint(endpoint: EndpointSection, secrets: tuple[str, ...]) -> list
     problems = _check_endpoint_key(endpoint, secrets)
     if not 0 < endpoint.port < 65536:
         problems.append(Problem(("endpoint", "port"), f"must be a port number, got {endpoint.port}"))
-    if not re.match(ROUTER_BIN, endpoint.venv):
+    if endpoint.venv is not None and not re.match(ROUTER_BIN, endpoint.venv):
         problems.append(
             Problem(
                 ("endpoint", "venv"),
                 f"{endpoint.venv!r} is not an absolute path without spaces, '=' or ':'",
-                "the venv that scripts/router-venv.sh built on the head node",
+                "a venv holding the pinned router on the head node, or leave it out: `up` builds one",
             )
         )
     return problems

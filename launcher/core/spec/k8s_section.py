@@ -55,7 +55,8 @@ class K8sSection:
         default=None,
     )
     endpoint_image: str | None = doc(
-        "with an endpoint: the container image holding the router's venv at endpoint.venv's path",
+        "with an endpoint: the container image holding the router's venv at endpoint.venv's path "
+        "(none written: /opt/spark-launch-router)",
         default=None,
     )
 

@@ -76,6 +76,7 @@ def _placed(problem: Problem) -> Problem:
         f"{key!r} is {where}, not of {_section_of(problem.path[:-1])}",
         f"check the indentation: `{key}:` belongs "
         + ("at the start of its line" if home == "" else f"under `{home.split('.')[-1].rstrip('[]')}:`"),
+        cause=True,
     )
 
 

@@ -61,7 +61,9 @@ def build(cls: type[Any], data: Any, path: Path, problems: list[Problem]) -> Any
     for key, value in data.items():
         if key not in fields:
             # Reported, but the rest is still built so later checks can report theirs too.
-            problems.append(Problem((*path, str(key)), UNKNOWN_KEY.format(key), suggest(str(key), fields)))
+            problems.append(
+                Problem((*path, str(key)), UNKNOWN_KEY.format(key), suggest(str(key), fields), cause=True)
+            )
             continue
         values[key] = convert(hints[key], value, (*path, key), problems)
     for name, f in fields.items():

@@ -139,9 +139,11 @@ class EndpointSection:
     """One OpenAI-compatible endpoint on the head node, routing each request by its `model`."""
 
     port: int = doc("the port the endpoint listens on, at the head node's address")
-    venv: str = doc(
-        "the virtual environment on the head node holding the pinned router "
-        "(scripts/router-venv.sh builds it)"
+    venv: str | None = doc(
+        "a virtual environment on the head node holding the pinned router, built by hand "
+        "(`make router-venv` builds one); default: `up` builds it on the head, under "
+        "~/.spark-launch/router/",
+        default=None,
     )
     key: str | None = doc(
         "the name, under secrets:, of the endpoint's client key (the router's master key): "

@@ -91,10 +91,8 @@ def load_document(text: str, filename: str) -> Document:
     except _Refused as exc:
         raise exc.located(filename) from None
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        # At the end of a file without a final line break, the mark is one line past it.
-        line = min(mark.line + 1, len(text.splitlines()) or 1) if mark else 1
-        raise SpecError(filename, [Problem((), f"not valid YAML: {exc.problem}")], {(): line}) from None
+        line, message, hint = slip(exc, text)
+        raise SpecError(filename, [Problem((), message, hint)], {(): line}) from None
     except (yaml.YAMLError, RecursionError) as exc:  # the pure-Python parser's own limits
         raise SpecError(filename, [Problem((), f"not valid YAML: {exc}")], {(): 1}) from None
     lines: dict[Path, int] = {(): 1}
@@ -104,6 +102,66 @@ def load_document(text: str, filename: str) -> Document:
     if problems:
         raise SpecError(filename, problems, lines)
     return Document(filename, data, lines)
+
+
+# PyYAML's words for the common slips (libyaml's and the pure parser's): what each means, its fix,
+# and whether it is located where it began (a quote opened, a key) rather than where it broke.
+_SLIPS = (
+    (
+        "quoted scalar",
+        "end of stream",
+        "a quote opened here is never closed",
+        "close it on the same line",
+        True,
+    ),
+    ("simple key", "expected ':'", "a key without ':'", "write `key: value`, a colon and a space", True),
+    (
+        "",
+        "mapping values are not allowed",
+        "a ':' where no key can start",
+        "a line above may lack ': ' (a colon and a space), a value holding ': ' needs quotes, or "
+        "this line is indented deeper than its neighbours",
+        False,
+    ),
+    (
+        "block mapping",
+        "",
+        "this line is not aligned with the keys above it",
+        "indent the keys of one section by the same number of spaces",
+        False,
+    ),
+    (
+        "block collection",
+        "",
+        "this line is not aligned with the list items above it",
+        "start each item with '- ' at the same indentation",
+        False,
+    ),
+    ("flow sequence", "", "a '[' opened here is never closed", "close the list with ']'", True),
+    ("flow mapping", "", "a '{' opened here is never closed", "close the mapping with '}'", True),
+)
+
+
+def slip(exc: yaml.MarkedYAMLError, text: str) -> tuple[int, str, str | None]:
+    """(line, message, hint) for YAML that does not parse: where, what went wrong in words, and
+    the fix; the column in the message. A tab is named: YAML indents with spaces only."""
+    lines = text.splitlines() or [""]
+    mark = exc.problem_mark or exc.context_mark
+    row, col = (mark.line, mark.column) if mark else (0, 0)
+    row = min(row, len(lines) - 1)  # at the end of a file without a final line break: its last line
+    if "\t" in lines[row][: col + 1] and "cannot start any token" in str(exc.problem):
+        col = lines[row].index("\t")
+        return (
+            row + 1,
+            f"not valid YAML at column {col + 1}: a tab",
+            "YAML indents with spaces: replace the tab",
+        )
+    for context, problem, meaning, hint, where_begun in _SLIPS:
+        if context in str(exc.context or "") and problem in str(exc.problem or ""):
+            if where_begun and exc.context_mark is not None:
+                row, col = min(exc.context_mark.line, len(lines) - 1), exc.context_mark.column
+            return row + 1, f"not valid YAML at column {col + 1}: {meaning}", hint
+    return row + 1, f"not valid YAML at column {col + 1}: {exc.problem}", None
 
 
 def _parse(text: str) -> tuple[yaml.Node | None, Any]:
@@ -239,7 +297,9 @@ def _walk(node: yaml.Node, path: Path, lines: dict[Path, int], problems: list[Pr
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
             child = (*path, key)
             if child in lines:
-                problems.append(Problem(child, f"key {key!r} is written twice", "keep one of them"))
+                problems.append(
+                    Problem(child, f"key {key!r} is written twice", "keep one of them", cause=True)
+                )
             lines[child] = key_node.start_mark.line + 1
             _walk(value_node, child, lines, problems)
     elif isinstance(node, yaml.SequenceNode):

@@ -73,9 +73,11 @@ def start(directory: str, text: str) -> None:
     env.update(job["env"])
     env[MARKER] = prefix + run_id
     env["SPARK_LAUNCH_EXIT_FILE"] = exit_file
+    # A program under `~/` is the node user's: the endpoint's router, where the launcher keeps it.
+    argv = [os.path.expanduser(job["argv"][0]), *job["argv"][1:]] if job["argv"] else []
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            ["bash", "-c", WRAPPER, "spark-launch-" + job["cluster"], *job["argv"]],
+            ["bash", "-c", WRAPPER, "spark-launch-" + job["cluster"], *argv],
             cwd=directory,
             env=env,
             stdin=subprocess.DEVNULL,

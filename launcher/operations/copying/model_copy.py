@@ -12,7 +12,6 @@ file changed on the source meanwhile, one rsync did not send) the target hashes.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -35,7 +34,7 @@ from launcher.core.sync.transfer_plan import (
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster
-from launcher.node.executor import NodeError
+from launcher.node.executor import NodeError, fan_out
 from launcher.operations.copying.relayed_copy import relayed
 from launcher.operations.copying.sync_options import SyncOptions, SyncReporter
 
@@ -67,23 +66,9 @@ def copy_all(
 
 
 def _all_at_once(names: Iterable[str], task: Callable[[str], NodeOutcome]) -> dict[str, Any]:
-    """Like fan_out, in daemon threads: on Ctrl-C the caller closes the connections and leaves
-    at once (each source's transfer script then stops its rsync), instead of waiting here."""
-    results: dict[str, Any] = {}
-
-    def guarded(name: str) -> None:
-        try:
-            results[name] = task(name)
-        except SparkLaunchError as exc:
-            results[name] = exc
-
-    threads = [threading.Thread(target=guarded, args=(n,), daemon=True) for n in names]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
-    return results
+    """fan_out: on Ctrl-C the caller closes the connections and leaves at once (each source's
+    transfer script then stops its rsync), instead of waiting here."""
+    return fan_out(names, task)
 
 
 class _TargetCopy:

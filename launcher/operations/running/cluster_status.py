@@ -40,9 +40,10 @@ def status(
     health, model = head_health(cluster) if nodes[0].running else (None, None)
     digest = cluster.plan.digest if cluster.plan else None
     result = ClusterStatus(cluster.name, digest, nodes, health, model)
-    if deadline is None:
+    if deadline is None or not nodes[0].reachable:  # no head to ask: nothing to weigh
         return result
-    not_running = [n.name if n.reachable else f"{n.name} (unreachable)" for n in nodes if not n.running]
+    # A node not reached is not known to be down: the head's answers say how it serves.
+    not_running = [n.name for n in nodes if n.reachable and not n.running]
     verdict, counters = watchdog(cluster, not_running, health, model, deadline, since, clock)
     return ClusterStatus(result.cluster, result.plan_digest, nodes, health, model, verdict, counters)
 

@@ -10,14 +10,17 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from typing import Any
 
+from launcher.catalogs import router_lock, router_script
 from launcher.core.answers.run_answer import Stopped
 from launcher.core.checks import Row
 from launcher.core.checks.router_rows import router_row
-from launcher.core.endpoint_plan import CONFIG_FILE, LIVE_PATH, EndpointPlan
+from launcher.core.endpoint_plan import CONFIG_FILE, LIVE_PATH, ROUTER_PIN, ROUTER_VERSION, EndpointPlan
 from launcher.core.remote import Call
+from launcher.core.router import install_calls, managed, routed, venv_of, version_call
 from launcher.errors import SparkLaunchError
 from launcher.node.agent import Agent, NotStarted
 from launcher.node.cluster import new_run_id
@@ -70,12 +73,60 @@ class Endpoint:
 
 
 def router_check(endpoint: Endpoint) -> Row:
-    """Is the pinned router installed in endpoint.venv on the head? (`check` and `up` ask first.)"""
-    python = endpoint.plan.argv[0].rsplit("/bin/", 1)[0] + "/bin/python"
-    probe = "import importlib.metadata as m; print(m.version('litellm'))"
-    result = endpoint.agent.run(Call(shlex.join([python, "-c", probe]), timeout=60))
+    """Is the pinned router installed on the head? (`check` and `up` ask first; where the launcher
+    keeps it, `up` installs what is missing.)"""
+    return router_row(endpoint.plan, {"version": router_version(endpoint), "managed": managed(endpoint.plan)})
+
+
+def router_version(endpoint: Endpoint) -> str | None:
+    """The router release installed where the endpoint runs it from; None when there is none."""
+    result = endpoint.agent.run(version_call(endpoint.plan))
     lines = result.stdout.strip().splitlines()
-    return router_row(endpoint.plan, {"version": lines[-1] if result.ok and lines else None})
+    return lines[-1] if result.ok and lines else None
+
+
+def ensure_router(endpoint: Endpoint, reporter: Reporter) -> None:
+    """The pinned router in the launcher's own venv on the head, installed there when it is
+    missing: the lock and its install script, both shipped with the launcher, sent over SSH and
+    run by the head's python3 and pip (every wheel's hash required). A venv the spec names
+    (endpoint.venv) is the operator's: `check` holds it to the pin."""
+    if not managed(endpoint.plan) or router_version(endpoint) == ROUTER_VERSION:
+        return
+    node = endpoint.plan.node.name
+    reporter.info(
+        f"installing the router ({ROUTER_PIN}) on {node} in {venv_of(endpoint.plan)}, from its hashed "
+        "lock: once per lock"
+    )
+    began = time.monotonic()
+    write, build = install_calls(endpoint.plan, router_lock(), router_script())
+    endpoint.agent.run(write).checked(node, "sending the router's lock")
+    result = endpoint.agent.run(build)
+    if not result.ok:
+        tail = (
+            " / ".join((result.stderr or result.stdout).strip().splitlines()[-3:]) or f"exit {result.exited}"
+        )
+        raise EndpointFailed(
+            f"could not install the router on {node}: {tail}",
+            "pip on the head must reach a package index (its own configuration: PIP_INDEX_URL, or "
+            "PIP_FIND_LINKS and PIP_NO_INDEX for a folder of wheels); or build it by hand "
+            "(make router-venv, copied there) and set endpoint.venv",
+        )
+    reporter.info(f"router installed on {node} ({time.monotonic() - began:.0f} s)")
+
+
+def route_running(
+    endpoint: Endpoint, running: Collection[str], secret_values: dict[str, str], reporter: Reporter
+) -> str | None:
+    """The router serving the routes of the deployments that run, and only those: started again
+    when what runs changed (its URL), stopped when nothing runs (None)."""
+    if not running:
+        found = endpoint.agent.status()
+        if found.alive:
+            reporter.info("the endpoint routes to no deployment that runs: stopping it")
+            stop_endpoint(endpoint, 10)
+        return None
+    plan = routed(endpoint.plan, running)
+    return start_endpoint(replace(endpoint, plan=plan), secret_values, reporter)
 
 
 def endpoint_status(endpoint: Endpoint) -> dict[str, Any]:
@@ -147,7 +198,10 @@ def _wait(endpoint: Endpoint, seconds: float = START_SECONDS) -> None:
     raise EndpointFailed(f"the endpoint did not answer within {seconds:.0f} s; it was stopped", _HINT)
 
 
-_HINT = "`spark-launch logs SPEC --endpoint` shows its log; is endpoint.venv built (scripts/router-venv.sh)?"
+_HINT = (
+    "`spark-launch logs SPEC --endpoint` shows its log; `spark-launch check SPEC` says whether the "
+    "router is installed"
+)
 
 
 def stop_endpoint(endpoint: Endpoint, grace: float) -> Stopped:

@@ -7,11 +7,11 @@ or Ctrl-C stops every node that answers (and names any that could not be reached
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from launcher.core.answers.run_answer import NodeState, RunState
 from launcher.core.checks import Report
@@ -22,7 +22,7 @@ from launcher.core.serving.startup_log import Diagnosis, NodeWatch, diagnose
 from launcher.errors import ExitStatus, SparkLaunchError
 from launcher.node.agent import Agent
 from launcher.node.cluster import Cluster, Hold, Unreachable, new_run_id
-from launcher.node.executor import NodeError, fan_out
+from launcher.node.executor import Background, NodeError, fan_out
 from launcher.operations.drift import refuse_drift
 from launcher.operations.evidence import capture
 from launcher.operations.gate import NodesDisagree, run_check
@@ -34,7 +34,7 @@ from launcher.operations.running.head_health import LOST_AFTER_SECONDS, complete
 from launcher.operations.running.page_cache import drop_caches
 from launcher.operations.running.stopping import stop_all, stop_reachable
 
-__all__ = ["Interrupted", "PlanConflict", "StartupFailed", "UpOptions", "UpResult", "up"]
+__all__ = ["Interrupted", "PlanConflict", "StartGate", "StartupFailed", "UpOptions", "UpResult", "up"]
 States = dict[str, NodeState | SparkLaunchError | None]  # what each node said runs there (None: unknown)
 
 
@@ -61,6 +61,29 @@ class StartupFailed(SparkLaunchError):
         return body + (f"\n  hint: {self.hint}" if self.hint else "")
 
 
+class StartGate:
+    """Where the ranks of a start are begun. Ctrl-C reaches only the main thread: with several
+    deployments starting at once in threads of their own, `up` closes the gate, which waits for a
+    start under way to end (so the stop that follows sees what it began) and lets none begin after."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.closed = False
+
+    @contextmanager
+    def starting(self) -> Iterator[None]:
+        """Begin a start, unless the gate is closed (then Interrupted)."""
+        with self._lock:
+            if self.closed:
+                raise Interrupted("interrupted before it started")
+            yield
+
+    def close(self) -> None:
+        """No start begins from now on; one under way has ended when this returns."""
+        with self._lock:
+            self.closed = True
+
+
 @dataclass(frozen=True, slots=True)
 class UpOptions:
     """How `up` behaves."""
@@ -76,6 +99,7 @@ class UpOptions:
     lost_after: float = LOST_AFTER_SECONDS  # a node not heard from this long is lost
     drop_caches: bool = False  # sync and drop the page cache on every node before the check
     locked: Lock | None = None  # refuse to start when a node differs from this lock file
+    gate: StartGate = field(default_factory=StartGate, compare=False)  # shared by a fleet's starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,13 +212,14 @@ def _held(cluster: Cluster, run_id: str, seen: States | None) -> Iterator[tuple[
     """The cluster's lock, taken by the call that also says what runs on the head; and what runs
     on every other node: from `seen`, else asked meanwhile (each node one call, all at once)."""
     others = [n for n in cluster.names if n != cluster.head_name]
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        asked = None
-        if seen is None:
-            asked = pool.submit(fan_out, others, lambda n: cluster.agents[n].status())
-        with cluster.locked("up", run_id, status=True) as hold:
-            found: States = dict(seen or {}) if asked is None else dict(asked.result())
-            yield hold, {cluster.head_name: hold.state, **{n: found.get(n) for n in others}}
+    asked = (
+        None
+        if seen is not None
+        else Background(lambda: fan_out(others, lambda n: cluster.agents[n].status()))
+    )
+    with cluster.locked("up", run_id, status=True) as hold:
+        found: States = dict(seen or {}) if asked is None else dict(asked.result())
+        yield hold, {cluster.head_name: hold.state, **{n: found.get(n) for n in others}}
 
 
 def _running(cluster: Cluster, states: States) -> dict[str, NodeState]:
@@ -235,7 +260,8 @@ def _start_and_wait(
         return agent.start(job, hold.parcel() if agent.node == cluster.head_name else None)
 
     try:
-        _start_all(cluster, start, options)
+        with options.gate.starting():
+            _start_all(cluster, start, options)
         if not options.wait:
             return UpResult(
                 True,
@@ -263,7 +289,7 @@ def _start_and_wait(
 def _start_all(cluster: Cluster, start: Callable[[Agent], RunState], options: UpOptions) -> None:
     """Start every rank at once; if any did not start (for any reason), stop every one that did."""
     try:
-        started = cluster.each(start)
+        started = cluster.each(start, finish=True)  # Ctrl-C: every start under way ends first
     except Exception:  # not a node's error (those are values): still nothing left half-started
         _stop_what_answers(cluster, options)
         raise

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 from launcher.core.serving.supervision import Event, RestartPolicy
 from launcher.errors import ExitStatus, SparkLaunchError, one_line
-from launcher.node.cluster import Cluster
+from launcher.node.cluster import Cluster, Unreachable
 from launcher.operations.evidence import capture
 from launcher.operations.receipt_store import add_evidence
 from launcher.operations.reporter import Reporter
 from launcher.operations.running.cluster_status import status
-from launcher.operations.running.starting import Interrupted, PlanConflict, UpOptions, up
+from launcher.operations.running.starting import Interrupted, PlanConflict, States, UpOptions, up
 from launcher.operations.running.stopping import stop_reachable
 from launcher.operations.running.watching import Trouble, watch
 
@@ -33,9 +33,16 @@ from launcher.operations.running.watching import Trouble, watch
 class GaveUp(SparkLaunchError):
     """Too many restarts within the window: every rank was stopped, and the supervisor ends."""
 
-    def __init__(self, message: str, hint: str, exit_status: ExitStatus) -> None:
+    def __init__(
+        self, message: str, hint: str, exit_status: ExitStatus, details: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message, hint)
         self.exit_status = exit_status
+        self.details = details
+
+    def render(self) -> str:
+        """The verdict, the last trouble's details (each node not reached, and why), the hint."""
+        return "\n".join([self.message, *self.details, f"  hint: {self.hint}"])
 
 
 class Terminated(KeyboardInterrupt):
@@ -147,12 +154,14 @@ def _start(
     """`up` (every rank, with its check): the trouble when it fails (None once it serves), and the
     run it serves (the one `up` started, else the one already running, as the head's state says)."""
     try:
-        result = up(cluster, secret_values, options.up, reporter)
+        seen = _every_node_answers(cluster)
+        result = up(cluster, secret_values, options.up, reporter, seen=seen)
     except (PlanConflict, Interrupted):
         raise
     except SparkLaunchError as exc:
         first = exc.message.splitlines()[0] if exc.message else type(exc).__name__
-        return Trouble(getattr(exc, "node", None), "start failed", first, exc.exit_status), None
+        details = tuple(exc.render().splitlines()[1:]) if isinstance(exc, Unreachable) else ()
+        return Trouble(getattr(exc, "node", None), "start failed", first, exc.exit_status, details), None
     say(None, "serving", result.message, f"watch it (the watchdog every {options.interval:.0f} s)")
     return None, result.run_id or _running_run(cluster)
 
@@ -164,6 +173,17 @@ def _running_run(cluster: Cluster) -> str | None:
     except SparkLaunchError:
         return None
     return found.pop() if len(found) == 1 else None
+
+
+def _every_node_answers(cluster: Cluster) -> States:
+    """Every node answers (a status call each, at once), else Unreachable naming every one that
+    does not: `up` alone would stop at the first, the head, whose lock it takes first. What they
+    said is what `up` then takes as each node's state (no node is asked twice)."""
+    answers = cluster.each(lambda agent: agent.status())
+    errors = {n: a for n, a in answers.items() if isinstance(a, SparkLaunchError)}
+    if errors:
+        raise Unreachable(errors, len(cluster.names), "nothing was started")
+    return dict(answers)
 
 
 def _keep_evidence(
@@ -189,7 +209,7 @@ def _stop(cluster: Cluster, options: SuperviseOptions, say: Say) -> None:
     result, unreachable = stop_reachable(cluster, options.up.grace)
     left = {n: r.remaining for n, r in result.per_node.items() if r.remaining}
     for name, error in unreachable.items():
-        say(name, "cannot stop", error.message, "it is stopped once reachable (the next start checks)")
+        say(name, "cannot stop", error.reason, "it is stopped once reachable (the next start checks)")
     for name, count in left.items():
         say(name, "cannot stop", f"{count} process(es) survived SIGKILL", "look at them with ps")
 
@@ -199,10 +219,12 @@ def _give_up(cluster: Cluster, options: SuperviseOptions, say: Say, trouble: Tro
     policy = options.policy
     why = f"{count} restart(s) within {policy.window:.0f} s; last: {trouble.what} ({trouble.why})"
     say(trouble.node, "gave up", why, "stop every rank and exit")
-    _stop(cluster, options, say)
+    if trouble.what != "start failed":  # a failed start (`up`) left nothing running
+        _stop(cluster, options, say)
     return GaveUp(
         f"cluster {cluster.spec.name}: gave up after {why}; nothing is left running",
         "`spark-launch logs SPEC -n 200` and the supervisor's event log say why; fix it, then start "
         "supervise again",
         trouble.exit_status,
+        trouble.details,
     )

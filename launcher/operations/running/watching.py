@@ -54,6 +54,7 @@ class Trouble:
     what: str
     why: str
     exit_status: ExitStatus = ExitStatus.FAILURE
+    details: tuple[str, ...] = ()  # more lines for people (each node not reached, and its fix)
 
 
 def watch(

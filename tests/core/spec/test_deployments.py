@@ -90,7 +90,7 @@ def test_the_endpoints_client_key_is_its_own_secret_and_the_deployments_key_is_w
 
 
 def test_the_router_pin_is_what_the_venv_script_installs() -> None:
-    lock = (ROOT / "scripts" / "router-requirements.txt").read_text()
+    lock = (ROOT / "launcher" / "catalogs" / "router-requirements.txt").read_text()
     assert re.search(rf"^litellm=={re.escape(ROUTER_VERSION)} \\$", lock, re.MULTILINE)
 
 
@@ -255,11 +255,19 @@ def test_each_deployments_processes_have_their_own_marker_prefix() -> None:
     assert owner_of(big) == "lab/big" and owner_of("/root/.spark-launch/lab/endpoint/node1") == "lab/endpoint"
 
 
-def test_the_router_row_names_the_pin_and_where_to_build_it() -> None:
-    endpoint = plan_fleet(MULTI).endpoint
+def test_the_router_row_names_the_pin_and_where_to_build_it(tmp_path: Path) -> None:
+    data = multi()
+    data["endpoint"]["venv"] = "/opt/spark-launch-router"  # built by hand: held to the pin
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(data))
+    endpoint = plan_fleet(path).endpoint
     assert endpoint is not None
     assert router_row(endpoint, {"version": ROUTER_VERSION}).ok
-    missing = router_row(endpoint, {"version": None})
+    missing = router_row(endpoint, {"version": None, "managed": False})
     assert missing.failed and missing.values == {"spark-1": "no litellm in /opt/spark-launch-router"}
-    assert missing.hint is not None and "scripts/router-venv.sh" in missing.hint
+    assert missing.hint is not None and "leave endpoint.venv out and `up` installs it" in missing.hint
     assert router_row(endpoint, {"version": "1.107.0"}).failed
+    ours = plan_fleet(MULTI).endpoint  # no endpoint.venv: the launcher's own, which `up` installs
+    assert ours is not None
+    later = router_row(ours, {"version": None, "managed": True})
+    assert later.ok and "not installed yet in ~/.spark-launch/router/litellm-" in later.values["spark-1"]

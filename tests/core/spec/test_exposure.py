@@ -198,4 +198,4 @@ def test_validate_and_plan_say_the_warnings(tmp_path: Path) -> None:
     text = invoke(["plan", str(path)]).output
     assert "NO client key (endpoint.auth: none)" in text and "! the endpoint on 10.0.0.1:9000" in text
     single = invoke(["plan", str(QWEN), "--json"]).output
-    assert json.loads(single)["warnings"][0].startswith("the API listens on 10.0.0.1:8000")
+    assert json.loads(single)["deployments"][0]["warnings"][0].startswith("the API listens on 10.0.0.1:8000")

@@ -211,10 +211,10 @@ def test_keys_values_and_file_names_with_line_breaks_stay_one_line(tmp_path: Pat
     with pytest.raises(SpecError) as caught:
         plan_file(path)
     assert caught.value.render().replace(str(tmp_path), "D") == (
-        "D/odd\\nname.yaml:6: model.served_name: 'a\\nb' cannot be a served model name\n"
-        "    hint: use a one-line name that does not start with '-'\n"
         "D/odd\\nname.yaml:9: serve.x\\ny: is not a `vllm serve` option in vLLM 0.32.0\n"
-        "    hint: see `vllm serve --help=all`"
+        "    hint: see `vllm serve --help=all`\n"
+        "D/odd\\nname.yaml:6: model.served_name: 'a\\nb' cannot be a served model name\n"
+        "    hint: use a one-line name that does not start with '-'"
     )
 
 
