@@ -307,7 +307,7 @@ def test_logs_and_logs_follow_read_the_containers(served: dict[str, Any]) -> Non
 def test_verify_proves_completion_and_prefix_cache_hits(served: dict[str, Any]) -> None:
     done = cli("verify", served["spec"], "--json", timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    result = json.loads(done.stdout)
+    result = only(done.stdout)
     assert all(c["ok"] for c in result["checks"]) and len(result["checks"]) == 3
     hits = result["prefix_cache_hits_after_each_send"]
     assert hits[-1] > 0 and hits[-1] % int(result["cache_config"]["block_size"]) == 0

@@ -175,7 +175,7 @@ def test_a_forged_source_manifest_is_refused_and_nothing_is_copied(
     forge("manifest.answer", manifest_answer(**files))
     done = cli("sync", "models", spec, timeout=300)
     assert done.returncode == 4, done.stdout + done.stderr
-    assert "node node1: malformed answer from the node script manifest" in done.stderr and said in done.stderr
+    assert "\n  node1: malformed answer from the node script manifest" in done.stderr and said in done.stderr
     assert not (NODE2 / "model").exists()  # not even prepared on the target
 
 
@@ -271,7 +271,7 @@ def test_a_stream_flooding_stderr_is_refused_not_waited_on_forever(forge: Callab
     print(f"\nstream flood: {seconds:.1f} s, launcher peak RSS {peak} MiB")
     said_all = done.stdout + done.stderr
     assert done.returncode == 4 and "more than 4 MiB on stderr" in said_all, said_all
-    assert f"node node1: `python3 -S -c STUB {unit_sha()} manifest " in said_all, said_all
+    assert f"\n  node1: `python3 -S -c STUB {unit_sha()} manifest " in said_all, said_all
     assert peak < 200
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import DEMO, cli, marked_processes, spec_file, start_cli
+from tests.e2e.conftest import DEMO, cli, marked_processes, only, spec_file, start_cli
 
 pytestmark = [pytest.mark.testbed, pytest.mark.vllm_server]
 
@@ -58,7 +58,7 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
     threading.Thread(target=lambda: progress.extend(iter(proc.stderr.readline, "")), daemon=True).start()  # type: ignore[union-attr]
     try:
         first = wait_event(log, "serving", -1, proc, 600)
-        runs = {json.loads(cli("status", DEMO, "--json", "--no-watchdog").stdout)["nodes"][1]["run_id"]}
+        runs = {only(cli("status", DEMO, "--json", "--no-watchdog").stdout)["nodes"][1]["run_id"]}
 
         killed = time.monotonic()
         os.killpg(rank_group("demo", "node2"), signal.SIGKILL)
@@ -66,7 +66,7 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
         seen = time.monotonic() - killed
         second = wait_event(log, "serving", died, proc, 600)
         back = time.monotonic() - killed
-        status = json.loads(cli("status", DEMO, "--json").stdout)
+        status = only(cli("status", DEMO, "--json").stdout)
         assert status["state"] == "running" and status["serving"]["state"] == "serving", status
         runs |= {n["run_id"] for n in status["nodes"]}
         assert len(runs) == 2  # both ranks of the new run share one run id: a whole-cluster restart
@@ -76,12 +76,12 @@ def test_a_dead_rank_and_a_wedged_engine_each_restart_the_whole_cluster(
         os.killpg(rank_group("demo", "node2"), signal.SIGSTOP)
         done = cli("status", DEMO, "--json", "--deadline", "5")
         told = time.monotonic() - frozen
-        status = json.loads(done.stdout)
+        status = only(done.stdout)
         assert done.returncode == 1 and status["health"] == 200, status
         assert status["serving"]["state"] == "wedged", status
         wedged = wait_event(log, "wedged", second, proc, 120)
         caught = time.monotonic() - frozen
-        frozen_run = json.loads(cli("status", DEMO, "--json", "--no-watchdog").stdout)["nodes"][1]["run_id"]
+        frozen_run = only(cli("status", DEMO, "--json", "--no-watchdog").stdout)["nodes"][1]["run_id"]
         wait_event(log, "serving", wedged, proc, 600)
         again = time.monotonic() - frozen
         print(
