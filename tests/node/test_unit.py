@@ -200,13 +200,16 @@ def test_bytecode_planted_beside_the_unit_or_in_the_home_is_never_used(tmp_path:
 
 
 # -- keeping it --------------------------------------------------------------------------------
-def install_here(home: Path, python: str = "python3") -> subprocess.CompletedProcess[str]:
-    """The install call as the agent sends it, run here."""
+def install_here(
+    home: Path, python: str = "python3", sent: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The install call as the agent sends it, run here (`sent`: what arrives on its stdin, else
+    the unit as the agent sends it)."""
     call = remote.unit_call().bound(unit_sha())
     return subprocess.run(
         call.command.replace("python3", python, 1),
         shell=True,
-        input=stdin_of(call),
+        input=stdin_of(call) if sent is None else sent,
         capture_output=True,
         text=True,
         check=False,
@@ -217,18 +220,8 @@ def install_here(home: Path, python: str = "python3") -> subprocess.CompletedPro
 
 
 def test_a_unit_damaged_on_the_way_is_refused_and_nothing_runs(tmp_path: Path) -> None:
-    call = remote.unit_call().bound(unit_sha())
     damaged = unit_line()[:1000] + ("A" if unit_line()[1000] != "A" else "B") + unit_line()[1001:]
-    done = subprocess.run(
-        call.command,
-        shell=True,
-        input=damaged,
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "HOME": str(tmp_path)},
-    )
+    done = install_here(tmp_path, sent=damaged)
     assert done.returncode == 1 and done.stderr == f"spark-launch: the unit sent is not {unit_sha()}\n"
     assert not (tmp_path / ".spark-launch").exists()
 

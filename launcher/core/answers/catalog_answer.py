@@ -62,17 +62,11 @@ def differences(one: dict[str, Any], other: dict[str, Any], limit: int = 5) -> l
 
 
 def _key(at: At) -> str:
-    value = at.name(81)
-    if not KEY.match(value):
-        raise BadAnswer(at.where, f"{value[:80]!r} is not an option's name (snake_case)")
-    return value
+    return at.matching(KEY, "an option's name (snake_case)", 81)
 
 
 def _word(at: At) -> str:
-    value = at.name(121)
-    if not WORD.match(value):
-        raise BadAnswer(at.where, f"{value[:80]!r} is not a plain name")
-    return value
+    return at.matching(WORD, "a plain name", 121)
 
 
 def _words(at: At | None) -> list[str]:
@@ -120,10 +114,7 @@ def _option(key: str, at: At) -> dict[str, Any]:
 
 
 def _short(at: At) -> str:
-    value = at.name(5)
-    if not SHORT.match(value):
-        raise BadAnswer(at.where, f"{value!r} is not a short option")
-    return value
+    return at.matching(SHORT, "a short option", 5)
 
 
 def _bound(at: At) -> int | float:

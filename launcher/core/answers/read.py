@@ -149,6 +149,14 @@ class At:
             raise self._bad(f"holds the control character {bad.group()!r}")
         return value
 
+    def matching(self, pattern: re.Pattern[str], what: str, limit: int = MAX_NAME) -> str:
+        """A name `pattern` matches from its start (anchor its end with \\Z); `what` it must be, in
+        words, for the error."""
+        value = self.name(limit)
+        if not pattern.match(value):
+            raise self._bad(f"{value[:80]!r} is not {what}")
+        return value
+
     def run_id(self) -> str:
         """A run id in the launcher's own format (it names files: nothing else passes)."""
         value = self._string(MAX_NAME)
