@@ -404,4 +404,5 @@ def compare_file(path: str | Path, version: str) -> Comparison:
         )
     new = load_catalog(version)
     moved = dataclasses.replace(spec, vllm=dataclasses.replace(spec.vllm, version=version, flags_from=None))
-    return compare_release(spec, plan, catalog_for(spec), new, read_model_facts(moved, new))
+    sharing = Sharing({}, offline_model_files(spec).weight_bytes)  # one deployment, as plan_file planned it
+    return compare_release(spec, plan, catalog_for(spec), new, read_model_facts(moved, new), sharing)

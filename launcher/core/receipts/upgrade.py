@@ -16,6 +16,7 @@ from typing import Any
 from launcher.core.plan import Plan, PlanProblems, build_plan
 from launcher.core.receipts.run_diff import Change, argv_diff, grouped, words
 from launcher.core.rows import Derived
+from launcher.core.rules.base import Sharing
 from launcher.core.spec.sections import Spec
 from launcher.core.vllm.catalog import Catalog, Option
 from launcher.core.vllm.models import ModelFacts
@@ -58,14 +59,17 @@ class Comparison:
         }
 
 
-def compare_release(spec: Spec, plan: Plan, old: Catalog, new: Catalog, facts: ModelFacts) -> Comparison:
-    """Plan `spec` for release `new` too, and say what differs from `plan` (made with `old`)."""
+def compare_release(
+    spec: Spec, plan: Plan, old: Catalog, new: Catalog, facts: ModelFacts, sharing: Sharing
+) -> Comparison:
+    """Plan `spec` for release `new` too, and say what differs from `plan` (made with `old`, and
+    the same `sharing`: the nodes' memory is divided as it was)."""
     moved_spec = dataclasses.replace(
         spec, vllm=dataclasses.replace(spec.vllm, version=new.version, flags_from=None)
     )
     changes = _flags(spec, plan, old, new)
     try:
-        other: Plan | None = build_plan(moved_spec, facts, new)
+        other: Plan | None = build_plan(moved_spec, facts, new, sharing)
     except PlanProblems as exc:
         other = None
         changes += [

@@ -20,6 +20,7 @@ from launcher.core.receipts.content import SECRET, new_receipt, node_inputs, sna
 from launcher.core.receipts.lockfile import Lock, LockError, drift, entries, lock_text, parse_lock
 from launcher.core.receipts.run_diff import diff, diff_text
 from launcher.core.receipts.upgrade import compare_release, comparison_text
+from launcher.core.rules.base import Sharing
 from launcher.core.vllm.models import kind_facts
 from launcher.load import catalog_for
 from launcher.node.cluster import Cluster
@@ -186,7 +187,9 @@ def preview(data: dict[str, Any], to: str, kind: str | None = "hybrid") -> str:
     spec = spec_of(data)
     new = load_catalog(to)
     return comparison_text(
-        compare_release(spec, plan_of(data, kind), catalog_for(spec), new, kind_facts(kind, "test"))
+        compare_release(
+            spec, plan_of(data, kind), catalog_for(spec), new, kind_facts(kind, "test"), Sharing()
+        )
     )
 
 

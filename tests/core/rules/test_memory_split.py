@@ -10,6 +10,7 @@ from launcher.catalogs import load_catalog
 from launcher.core.checks.budget import budget, default_utilization
 from launcher.core.checks.memory_rows import memory_rows
 from launcher.core.plan import Plan, PlanProblems, build_plan
+from launcher.core.receipts.upgrade import compare_release, comparison_text
 from launcher.core.rules.base import Sharing
 from launcher.core.rules.memory_split import ACTIVATIONS, GiB, size_bytes
 from launcher.core.vllm.models import kind_facts
@@ -66,6 +67,19 @@ def test_nodes_of_different_memory_need_the_kv_cache_in_bytes_and_say_why() -> N
     (problem,) = caught.value.problems
     assert problem.path == ("serve", "kv_cache_memory_bytes")
     assert "the nodes' memory differs" in problem.message and "'24G'" in str(problem.hint)
+
+
+def test_an_upgrade_preview_divides_the_memory_as_the_plan_did() -> None:
+    """--compare-release plans the new release with the same sharing: nodes of different memory
+    keep their KV cache in bytes (without the weights it is refused, as the plan itself is)."""
+    data = edit(base_spec("0.33.0"), **{"nodes.1.memory_gib": 60.8})
+    sharing = Sharing({}, 40 * GiB)
+    spec, facts = spec_of(data), kind_facts("hybrid", "model.kind in the spec")
+    plan = plan_shared(data, sharing)
+    same = compare_release(spec, plan, load_catalog("0.33.0"), load_catalog("0.33.0"), facts, sharing)
+    assert not [c for c in same.changes if c.kind == "refused"], comparison_text(same)
+    moved = compare_release(spec, plan, load_catalog("0.33.0"), load_catalog("0.34.0"), facts, sharing)
+    assert not [c for c in moved.changes if c.kind == "refused"], comparison_text(moved)
 
 
 def test_nodes_of_different_memory_get_one_kv_cache_size_and_one_argv() -> None:
