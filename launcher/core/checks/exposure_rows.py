@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 from launcher.core.checks.check_report import Row
 from launcher.core.checks.connections import DEADLINE_SECONDS
 from launcher.core.plan import Plan
+from launcher.core.spec.deployments import API_KEY
 from launcher.core.spec.sections import Spec
 
 if TYPE_CHECKING:  # a spec with an endpoint only
     from launcher.core.endpoint_plan import EndpointPlan
-
-API_KEY = "VLLM_API_KEY"
 
 
 def exposure_rows(spec: Spec, plan: Plan, collective: bool) -> list[Row]:

@@ -75,7 +75,6 @@ def utilization(inputs: Inputs) -> Decision:
     option = inputs.catalog.options["gpu_memory_utilization"]
     explicit = inputs.explicit("gpu_memory_utilization")
     if explicit is not None:
-        inputs.resolved["gpu_memory_utilization"] = explicit
         return Decision(explicit, (f"{option.flag}={explicit}",), _uneven(inputs, explicit))
     fractions = {n.name: node_share(inputs, n) / node_memory(n) for n in inputs.spec.nodes}
     least = min(fractions.values())
@@ -87,7 +86,6 @@ def utilization(inputs: Inputs) -> Decision:
             f"{(FLOOR + PAGE_CACHE) / GiB:.0f} GiB for the OS and the page cache, shared by its deployments",
             "give the nodes' memory (nodes[].memory_gib), or write gpu_memory_utilization",
         )
-    inputs.resolved["gpu_memory_utilization"] = value
     return Decision(value, (f"{option.flag}={value}",), _explain(inputs, value))
 
 

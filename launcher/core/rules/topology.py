@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from launcher.core.rules.base import Decision, Inputs, RuleProblem, Unresolved, pinned
+from launcher.core.spec.deployments import API_KEY
 from launcher.core.spec.spec_checks import MAX_GPUS
 from launcher.core.vllm.argv import PORTS
 
@@ -105,7 +106,6 @@ def parallel(inputs: Inputs) -> Decision:
 # /v2, /inference and /cohere (vllm/entrypoints/serve/middleware/authenticate.py, GUARDED_PREFIX,
 # 0.32 and 0.33).
 UNGUARDED = "/invocations, /tokenize, /detokenize, /pause, /resume, /abort_requests, /metrics"
-API_KEY = "VLLM_API_KEY"
 
 
 def listen(inputs: Inputs) -> Decision:
@@ -117,12 +117,8 @@ def listen(inputs: Inputs) -> Decision:
     fronted = spec.endpoint_node == head.name
     mode = chosen or ("loopback" if fronted else "fabric")
     host = {"loopback": "127.0.0.1", "fabric": head.address, "all": "0.0.0.0"}.get(mode, mode)
-    if mode == "loopback" and spec.endpoint_node not in (None, head.name):
-        raise RuleProblem(
-            ("api", "listen"),
-            f"the endpoint on {spec.endpoint_node} could not reach this API on {head.name}'s loopback",
-            "leave api.listen unset, or write fabric",
-        )
+    # loopback where an endpoint on another node routes to it: refused with the file
+    # (core.spec.deployments, _check_listen_places)
     decision = Decision(
         host,
         (f"{inputs.catalog.options['host'].flag}={host}",),
