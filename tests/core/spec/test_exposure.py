@@ -133,6 +133,7 @@ def test_loopback_is_refused_where_the_endpoint_could_not_reach_a_deployment(tmp
     found = problems(tmp_path, data)
     assert ("api.listen", "the endpoint on spark-1 could not reach a deployment whose API listens on "
             "spark-2's loopback") in found  # fmt: skip
+    assert [p[0] for p in found].count("api.listen") == 1, found  # said once, not again by a rule
 
 
 def test_serve_host_is_refused_for_api_listen(tmp_path: Path) -> None:
