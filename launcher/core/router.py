@@ -15,12 +15,12 @@ offered on /v1/models (the router is started again with the routes of what runs)
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 from collections.abc import Collection
 
-from launcher.core.endpoint_plan import ROUTER, ROUTER_VERSION, EndpointPlan
+from launcher.core.endpoint_plan import ROUTER, ROUTER_VERSION, EndpointPlan, router_config
 from launcher.core.remote import Call
+from launcher.core.spec.deployments import API_KEY
 
 MANAGED_ROOT = "~/.spark-launch/router"  # the launcher's own routers, under the head user's home
 INSTALL_SECONDS = 1800.0  # a first install on a slow link: a hundred wheels, some large
@@ -82,7 +82,5 @@ def routed(plan: EndpointPlan, deployments: Collection[str]) -> EndpointPlan:
     routes = tuple(r for r in plan.routes if r.deployment in deployments)
     if routes == plan.routes:
         return plan
-    served = {r.model for r in routes}
-    config = json.loads(plan.config)
-    config["model_list"] = [m for m in config["model_list"] if m.get("model_name") in served]
-    return dataclasses.replace(plan, routes=routes, config=json.dumps(config, indent=2) + "\n")
+    config = router_config(routes, plan.key, API_KEY in plan.secrets)
+    return dataclasses.replace(plan, routes=routes, config=config)

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from launcher.core.checks.check_report import Row
 from launcher.core.endpoint_plan import ROUTER, ROUTER_PIN, ROUTER_VERSION, EndpointPlan
+from launcher.core.router import managed, venv_of
 
 
-def router_row(endpoint: EndpointPlan, answer: dict[str, Any]) -> Row:
-    """The router's release where the endpoint runs it from on the head: the pinned one, or (in
-    the launcher's own venv, `answer["managed"]`) none yet, which `up` installs."""
-    version, venv = answer.get("version"), endpoint.argv[0].rsplit("/bin/", 1)[0]
-    if answer.get("managed") and version != ROUTER_VERSION:
+def router_row(endpoint: EndpointPlan, version: str | None) -> Row:
+    """The router's release (`version`, None: none) where the endpoint runs it from on the head:
+    the pinned one, or (in the launcher's own venv) none yet, which `up` installs."""
+    venv = venv_of(endpoint)
+    if managed(endpoint) and version != ROUTER_VERSION:
         shown = f"not installed yet in {venv}: `up` installs {ROUTER_PIN} there"
         return Row("endpoint", "router (pinned)", {endpoint.node.name: shown}, True)
     ok = version == ROUTER_VERSION

@@ -14,6 +14,7 @@ from launcher.core.export.k8s_checks import IMAGE_ROUTER_VENV, section_of
 from launcher.core.export.k8s_objects import Manifest, api_name, metadata, secret_name
 from launcher.core.export.k8s_pods import POD_IP, literal
 from launcher.core.fleet_plan import Fleet
+from launcher.core.router import managed
 from launcher.core.spec.deployments import API_KEY
 from launcher.core.spec.sections import SpecFile
 
@@ -65,7 +66,7 @@ def endpoint_manifest(file: SpecFile, fleet: Fleet, names: dict[str, str]) -> Ma
 
 
 def _router(file: SpecFile, endpoint: EndpointPlan) -> dict[str, Any]:
-    words = [literal(w) for w in (_in_image(endpoint.argv[0]), *endpoint.argv[1:])]
+    words = [literal(w) for w in (_in_image(endpoint), *endpoint.argv[1:])]
     host = words.index("--host") + 1
     words[host] = "$(POD_IP)"
     env: list[dict[str, Any]] = [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": POD_IP}}}]
@@ -85,10 +86,11 @@ def _router(file: SpecFile, endpoint: EndpointPlan) -> dict[str, Any]:
     }
 
 
-def _in_image(program: str) -> str:
+def _in_image(endpoint: EndpointPlan) -> str:
     """The router's program in endpoint_image: where the spec's endpoint.venv says, else (the
     launcher's own venv under the node user's home) IMAGE_ROUTER_VENV."""
-    return f"{IMAGE_ROUTER_VENV}/bin/{program.rsplit('/', 1)[-1]}" if program.startswith("~/") else program
+    program = endpoint.argv[0]
+    return f"{IMAGE_ROUTER_VENV}/bin/{program.rsplit('/', 1)[-1]}" if managed(endpoint) else program
 
 
 def _header(file: SpecFile, endpoint: EndpointPlan, routes: tuple[Route, ...]) -> tuple[str, ...]:
@@ -97,8 +99,8 @@ def _header(file: SpecFile, endpoint: EndpointPlan, routes: tuple[Route, ...]) -
         "The router runs its planned argv and environment, except:",
         f"  --host {endpoint.node.address:<21} -> --host $(POD_IP) (downward API: status.podIP)",
     ]
-    if _in_image(endpoint.argv[0]) != endpoint.argv[0]:
-        lines.append(f"  {endpoint.argv[0]} -> {_in_image(endpoint.argv[0])} (in endpoint_image)")
+    if _in_image(endpoint) != endpoint.argv[0]:
+        lines.append(f"  {endpoint.argv[0]} -> {_in_image(endpoint)} (in endpoint_image)")
     for planned, exported in zip(endpoint.routes, routes, strict=True):
         lines.append(f"  route {planned.model}: {planned.url} -> {exported.url}")
     return tuple(lines)

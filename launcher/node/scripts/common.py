@@ -28,6 +28,9 @@ MARKER = "SPARK_LAUNCH_RUN"
 LABEL = "spark-launch.cluster"  # on every container spark-launch starts: <cluster>
 _AHEAD: dict[tuple[str, ...], tuple[threading.Thread, dict[str, Any]]] = {}  # see `ahead`
 
+# The weight files at a model directory's top, as the launcher counts them.
+WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
 
 def emit(**fields: Any) -> None:
     """Print the one JSON line the launcher reads."""

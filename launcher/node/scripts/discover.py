@@ -16,14 +16,13 @@ import subprocess
 import sys
 
 from .check_facts import host_facts, image_facts, vllm_facts
-from .common import docker, emit, read_text, run_directory
+from .common import WEIGHTS, docker, emit, read_text, run_directory
 from .rdma import pci_of, rdma_devices, rdma_of, sys_text
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
     from typing import Any
 
-WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 TOKENIZERS = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model")
 
 

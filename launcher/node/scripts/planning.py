@@ -14,7 +14,7 @@ import os
 import sys
 
 from .check_facts import site_packages, vllm_facts
-from .common import emit, image_info, run_directory
+from .common import WEIGHTS, emit, image_info, run_directory
 
 TYPE_CHECKING = False  # a node imports `typing` in 2 ms: these names serve annotations only
 if TYPE_CHECKING:
@@ -49,9 +49,6 @@ def model_files(path: str) -> dict[str, Any]:
         "sha256": hashlib.sha256(data).hexdigest(),
         "weight_bytes": weight_bytes(path),
     }
-
-
-WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")  # as the launcher counts them
 
 
 def weight_bytes(path: str) -> int:

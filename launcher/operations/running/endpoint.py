@@ -75,7 +75,7 @@ class Endpoint:
 def router_check(endpoint: Endpoint) -> Row:
     """Is the pinned router installed on the head? (`check` and `up` ask first; where the launcher
     keeps it, `up` installs what is missing.)"""
-    return router_row(endpoint.plan, {"version": router_version(endpoint), "managed": managed(endpoint.plan)})
+    return router_row(endpoint.plan, router_version(endpoint))
 
 
 def router_version(endpoint: Endpoint) -> str | None:

@@ -262,12 +262,12 @@ def test_the_router_row_names_the_pin_and_where_to_build_it(tmp_path: Path) -> N
     path.write_text(yaml.safe_dump(data))
     endpoint = plan_fleet(path).endpoint
     assert endpoint is not None
-    assert router_row(endpoint, {"version": ROUTER_VERSION}).ok
-    missing = router_row(endpoint, {"version": None, "managed": False})
+    assert router_row(endpoint, ROUTER_VERSION).ok
+    missing = router_row(endpoint, None)
     assert missing.failed and missing.values == {"spark-1": "no litellm in /opt/spark-launch-router"}
     assert missing.hint is not None and "leave endpoint.venv out and `up` installs it" in missing.hint
-    assert router_row(endpoint, {"version": "1.107.0"}).failed
+    assert router_row(endpoint, "1.107.0").failed
     ours = plan_fleet(MULTI).endpoint  # no endpoint.venv: the launcher's own, which `up` installs
     assert ours is not None
-    later = router_row(ours, {"version": None, "managed": True})
+    later = router_row(ours, None)
     assert later.ok and "not installed yet in ~/.spark-launch/router/litellm-" in later.values["spark-1"]
