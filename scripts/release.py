@@ -35,19 +35,8 @@ sys.path.insert(0, str(ROOT))
 from launcher.catalogs import CATALOG_DIR, known_versions  # noqa: E402
 from launcher.core.spec.versions import parse  # noqa: E402
 from scripts import release_report  # noqa: E402
-from tests.conformance.conftest import Answers, cpu_env, jobs_of, run_probe  # noqa: E402
+from tests.conformance.conftest import Answers, cpu_env, jobs_of, run_probe, venv_for  # noqa: E402
 from tests.conformance.models import write_models  # noqa: E402
-
-
-def venv(version: str) -> Path:
-    """The cached venv of `version` (built when missing)."""
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "vllm-venv.sh"), version],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def write_catalog(version: str, python: Path) -> None:
@@ -91,10 +80,10 @@ def main(argv: list[str]) -> int:
         return 2
     version = argv[0]
     began = time.monotonic()
-    new = venv(version)
+    new = venv_for(version)
     write_catalog(version, new / "bin" / "python")
     baseline = baseline_of(version)
-    old = venv(baseline)
+    old = venv_for(baseline)
     print(f"release: {version} against {baseline} ({time.monotonic() - began:.0f} s so far)", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="spark-launch-release-") as tmp:
         models = write_models(Path(tmp), old / "bin" / "python")

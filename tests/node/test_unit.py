@@ -117,9 +117,22 @@ def test_the_unit_runs_as_a_zip_application(tmp_path: Path) -> None:
     assert answer_of(done) == {"ok": True, "state": None, "alive": False, "processes": 0}
 
 
-def test_a_scripts_tag_changes_with_what_it_imports_and_only_that(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_scripts_tag_changes_with_what_it_imports_and_only_that(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     probe = unit.tag("probe")
     assert probe == unit.tag("probe") and len(probe) == 16
+    copy = tmp_path / "scripts"
+    shutil.copytree(unit.SCRIPTS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(unit, "SCRIPTS", copy)
+    fresh = unit.tag.__wrapped__  # not the cached answer of the shipped sources
+    assert fresh("probe") == probe  # the same sources, elsewhere
+    with (copy / "stop.py").open("a") as stop:  # a module the probe does not import
+        stop.write("\n# changed\n")
+    assert fresh("probe") == probe
+    with (copy / "common.py").open("a") as common:  # one it imports
+        common.write("\n# changed\n")
+    assert fresh("probe") != probe
     assert unit._reached("probe", set()) == {"probe", "inputs", "installed", "common"}
     assert "stop" not in unit._reached("check_facts", set())
 
