@@ -3,11 +3,10 @@ only), and the endpoint when every deployment is stopped."""
 
 from __future__ import annotations
 
-from launcher.core.serving.state import ClusterStatus, DownResult
+from launcher.core.serving.state import DownResult
 from launcher.errors import SparkLaunchError
-from launcher.operations.fleet import Deployments, Prefixed, Reachable, each
+from launcher.operations.fleet import Deployments, Prefixed, Reachable
 from launcher.operations.reporter import Reporter
-from launcher.operations.running.cluster_status import status
 from launcher.operations.running.endpoint import route_running, stop_endpoint
 from launcher.operations.running.stopping import down
 
@@ -52,8 +51,7 @@ def _route_the_rest(deployments: Deployments, reporter: Reporter, secret_values:
             "its router again (set it, then `spark-launch up SPEC` routes anew)"
         )
         return
-    found = each(deployments.others(), lambda _, c: status(c, deadline=None))
-    running = [n for n, s in found.items() if isinstance(s, ClusterStatus) and s.state == "running"]
+    running = deployments.running_others()
     try:
         url = route_running(deployments.endpoint, running, secret_values, reporter)
     except SparkLaunchError as exc:

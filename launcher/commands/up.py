@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from launcher.core.answers.run_answer import NodeState
 from launcher.core.checks import Report
 from launcher.core.reports import check_summary
-from launcher.core.serving.state import ClusterStatus
 from launcher.errors import SparkLaunchError
 from launcher.node.cluster import Cluster
 from launcher.node.executor import Background
@@ -17,7 +16,6 @@ from launcher.operations.drift import refuse_drift
 from launcher.operations.fleet import Board, Deployments, Prefixed, each
 from launcher.operations.gate import NodesDisagree, merge_reports, run_check, with_endpoint
 from launcher.operations.reporter import Reporter
-from launcher.operations.running.cluster_status import status
 from launcher.operations.running.endpoint import ensure_router, route_running, stop_endpoint
 from launcher.operations.running.page_cache import drop_caches
 from launcher.operations.running.starting import Interrupted, States, UpOptions, UpResult, up
@@ -102,8 +100,7 @@ def _running_others(deployments: Deployments) -> list[str]:
     """The deployments not chosen that run their plan now: the endpoint keeps routing to them."""
     if deployments.endpoint is None or not deployments.others():
         return []
-    found = each(deployments.others(), lambda _, c: status(c, deadline=None))
-    return [n for n, s in found.items() if isinstance(s, ClusterStatus) and s.state == "running"]
+    return deployments.running_others()
 
 
 def _looks_first(deployments: Deployments, options: UpOptions) -> bool:

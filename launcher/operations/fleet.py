@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from launcher.core.fleet_plan import Fleet
+from launcher.core.serving.state import ClusterStatus
 from launcher.errors import SparkLaunchError, SpecError
 from launcher.node.cluster import Cluster, Reached
 from launcher.node.executor import fan_out
 from launcher.operations.reporter import Reporter
+from launcher.operations.running.cluster_status import status
 from launcher.operations.running.endpoint import (
     Endpoint,
 )
@@ -36,6 +38,12 @@ class Deployments:
     def others(self) -> dict[str, Cluster]:
         """The deployments not chosen (their state decides the endpoint's routes too)."""
         return {n: c for n, c in self.every.items() if n not in self.clusters}
+
+    def running_others(self) -> list[str]:
+        """The deployments not chosen that run their plan now (the endpoint keeps routing to
+        them): each asked at once."""
+        found = each(self.others(), lambda _, c: status(c, deadline=None))
+        return [n for n, s in found.items() if isinstance(s, ClusterStatus) and s.state == "running"]
 
     @property
     def name(self) -> str:
